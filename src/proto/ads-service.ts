@@ -1,0 +1,45 @@
+import * as grpc from '@grpc/grpc-js';
+
+export const ADS_SERVICE = 'envoy.service.discovery.v3.AggregatedDiscoveryService';
+export const DELTA_ADS_PATH = `/${ADS_SERVICE}/DeltaAggregatedResources`;
+export const SOTW_ADS_PATH = `/${ADS_SERVICE}/StreamAggregatedResources`;
+
+const passBytes = (b: Buffer): Buffer => b;
+
+/**
+ * The delta-ADS method with raw-bytes (de)serializers: servers write
+ * pre-encoded responses and decode requests themselves, so a malformed message
+ * fails only its own stream and shared response bytes are never re-encoded.
+ */
+export const deltaAdsMethod: grpc.MethodDefinition<Buffer, Buffer> = {
+  path: DELTA_ADS_PATH,
+  requestStream: true,
+  responseStream: true,
+  requestSerialize: passBytes,
+  requestDeserialize: passBytes,
+  responseSerialize: passBytes,
+  responseDeserialize: passBytes,
+};
+
+export const deltaAdsServiceDefinition: grpc.ServiceDefinition = {
+  DeltaAggregatedResources: deltaAdsMethod,
+};
+
+/** A client constructor for the delta-ADS method, speaking raw bytes. */
+export const DeltaAdsClient = grpc.makeGenericClientConstructor(
+  deltaAdsServiceDefinition as grpc.ServiceDefinition,
+  ADS_SERVICE,
+);
+
+export function openDeltaStream(
+  client: grpc.Client,
+  options?: grpc.CallOptions,
+): grpc.ClientDuplexStream<Buffer, Buffer> {
+  return client.makeBidiStreamRequest(
+    DELTA_ADS_PATH,
+    passBytes,
+    passBytes,
+    new grpc.Metadata(),
+    options ?? {},
+  );
+}
