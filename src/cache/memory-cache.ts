@@ -1,0 +1,145 @@
+import { assembleResource, type ResourceParts } from '../proto/resource-bytes';
+import type { StoredResource } from './types';
+
+/**
+ * One copy of a resource as a client receives it. Variants are memoized per
+ * (spelling, ttl) on their entry, so every client that gets the same resource
+ * the same way shares one buffer, and `id` lets responses be grouped cheaply.
+ */
+export interface Variant {
+  readonly id: number;
+  readonly name: string;
+  readonly version: string;
+  readonly bytes: Buffer;
+}
+
+let nextVariantId = 1;
+
+export function makeVariant(name: string, version: string, bytes: Buffer): Variant {
+  return { id: nextVariantId++, name, version, bytes };
+}
+
+/** A resource as the in-process cache holds it. */
+export class CacheEntry {
+  private variants: Map<string, Variant> | undefined;
+  private plain: Variant | undefined;
+
+  constructor(
+    readonly stored: StoredResource,
+    /** The name glob members are sent under: the canonical URN, or the legacy name. */
+    readonly name: string,
+    readonly parts: Pick<ResourceParts, 'body' | 'ttlField' | 'ttlMs'>,
+  ) {}
+
+  get key(): string {
+    return this.stored.key;
+  }
+
+  get version(): string {
+    return this.stored.version;
+  }
+
+  /** The resource under `name`, with its TTL only for clients that understand TTLs. */
+  variant(name: string, withTtl: boolean): Variant {
+    const ttlField = withTtl ? this.parts.ttlField : undefined;
+    if (name === this.name && ttlField === undefined) {
+      return (this.plain ??= makeVariant(name, this.version, assembleResource(name, this.parts.body, undefined)));
+    }
+    const memoKey = ttlField ? `${name}\u0001` : name;
+    this.variants ??= new Map();
+    let v = this.variants.get(memoKey);
+    if (!v) {
+      v = makeVariant(name, this.version, assembleResource(name, this.parts.body, ttlField));
+      this.variants.set(memoKey, v);
+    }
+    return v;
+  }
+}
+
+/**
+ * The embedded cache tier: canonical key → resource, collection key → member
+ * keys, and keys known not to exist. Synchronous, so the fan-out path never
+ * waits on it.
+ */
+export class MemoryCache {
+  private readonly resources = new Map<string, CacheEntry>();
+  private readonly collections = new Map<string, Set<string>>();
+  private readonly absent = new Set<string>();
+  private totalBytes = 0;
+
+  get size(): number {
+    return this.resources.size;
+  }
+
+  get bytes(): number {
+    return this.totalBytes;
+  }
+
+  get(key: string): CacheEntry | undefined {
+    return this.resources.get(key);
+  }
+
+  set(entry: CacheEntry): void {
+    const prev = this.resources.get(entry.key);
+    if (prev) this.totalBytes -= prev.stored.resource.length;
+    this.resources.set(entry.key, entry);
+    this.totalBytes += entry.stored.resource.length;
+    this.absent.delete(entry.key);
+    const glob = entry.stored.glob;
+    if (glob !== undefined) {
+      let members = this.collections.get(glob);
+      if (!members) this.collections.set(glob, (members = new Set()));
+      members.add(entry.key);
+      this.absent.delete(glob);
+    }
+  }
+
+  /** Removes a resource; returns what was there. */
+  delete(key: string): CacheEntry | undefined {
+    const entry = this.resources.get(key);
+    if (!entry) return undefined;
+    this.resources.delete(key);
+    this.totalBytes -= entry.stored.resource.length;
+    const glob = entry.stored.glob;
+    if (glob !== undefined) {
+      const members = this.collections.get(glob);
+      if (members) {
+        members.delete(key);
+        if (members.size === 0) this.collections.delete(glob);
+      }
+    }
+    return entry;
+  }
+
+  members(collectionKey: string): CacheEntry[] {
+    const keys = this.collections.get(collectionKey);
+    if (!keys) return [];
+    const out: CacheEntry[] = [];
+    for (const k of keys) {
+      const e = this.resources.get(k);
+      if (e) out.push(e);
+    }
+    return out;
+  }
+
+  memberCount(collectionKey: string): number {
+    return this.collections.get(collectionKey)?.size ?? 0;
+  }
+
+  markAbsent(key: string): void {
+    this.absent.add(key);
+  }
+
+  clearAbsent(key: string): void {
+    this.absent.delete(key);
+  }
+
+  isAbsent(key: string): boolean {
+    return this.absent.has(key);
+  }
+
+  /** Every resource, for debug views and stats; not for the hot path. */
+  entries(): IterableIterator<CacheEntry> {
+    return this.resources.values();
+  }
+}

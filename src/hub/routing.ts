@@ -1,0 +1,124 @@
+import {
+  XdstpNameError,
+  canonicalUrl,
+  formatName,
+  globKeyOf,
+  isXdstpName,
+  parseUrl,
+  parseUrn,
+  typeUrlOf,
+} from '../xdstp';
+
+export type SubscriptionKind = 'singleton' | 'glob' | 'legacy' | 'wildcard';
+
+/** Where a client subscription goes: its dedup key, upstream and the name asked upstream. */
+export interface Route {
+  kind: SubscriptionKind;
+  key: string;
+  /** Authority of the upstream that serves it; null = the default upstream (legacy names). */
+  authority: string | null;
+  /** The name subscribed upstream: canonical for xdstp, verbatim for legacy names. */
+  upstreamName: string;
+}
+
+export type RejectReason = 'malformed' | 'unknown_authority' | 'type_mismatch' | 'no_default_upstream' | 'directive';
+
+export interface Rejection {
+  reason: RejectReason;
+  message: string;
+}
+
+/** Where an upstream resource belongs in the cache. */
+export interface ResourceKey {
+  key: string;
+  /** Name the resource is sent under to collection (glob / wildcard) subscribers. */
+  name: string;
+  /** Key of the collection it is a direct member of. */
+  collection: string;
+}
+
+export type DropReason = 'malformed' | 'foreign_authority' | 'type_mismatch';
+
+export const WILDCARD = '*';
+
+export function legacyKey(typeUrl: string, name: string): string {
+  return `legacy:${typeUrl}:${name}`;
+}
+
+/** Decides, per name, which upstream serves it and under which key it is deduplicated. */
+export class Router {
+  constructor(
+    private readonly authorities: ReadonlySet<string>,
+    private readonly hasDefaultUpstream: boolean,
+  ) {}
+
+  route(typeUrl: string, name: string): Route | Rejection {
+    if (!isXdstpName(name)) {
+      if (!this.hasDefaultUpstream) {
+        return { reason: 'no_default_upstream', message: `non-xdstp name "${name}" and no --default-upstream is configured` };
+      }
+      const kind = name === WILDCARD ? 'wildcard' : 'legacy';
+      return { kind, key: legacyKey(typeUrl, name), authority: null, upstreamName: name };
+    }
+    let parsed;
+    try {
+      parsed = parseUrl(name);
+    } catch (err) {
+      if (err instanceof XdstpNameError) return { reason: 'malformed', message: err.message };
+      throw err;
+    }
+    if (parsed.alt !== undefined || parsed.entry !== undefined) {
+      return { reason: 'directive', message: `"${name}" carries a processing directive; subscribe to the resource it locates` };
+    }
+    if (typeUrlOf(parsed.resourceType) !== typeUrl) {
+      return { reason: 'type_mismatch', message: `"${name}" names type ${parsed.resourceType}, not the stream's ${typeUrl}` };
+    }
+    if (!this.authorities.has(parsed.authority)) {
+      return { reason: 'unknown_authority', message: `no upstream is configured for authority "${parsed.authority}"` };
+    }
+    const key = parsed.glob ? canonicalUrl(name) : formatName(parsed, { canonical: true, directives: false });
+    return { kind: parsed.glob ? 'glob' : 'singleton', key, authority: parsed.authority, upstreamName: key };
+  }
+
+  /** Keys an upstream resource; null authority = the default upstream, which only serves legacy names. */
+  resourceKey(authority: string | null, typeUrl: string, name: string): ResourceKey | DropReason {
+    if (!isXdstpName(name)) {
+      if (authority !== null || name === WILDCARD || name === '') return 'foreign_authority';
+      return { key: legacyKey(typeUrl, name), name, collection: legacyKey(typeUrl, WILDCARD) };
+    }
+    if (authority === null) return 'foreign_authority';
+    let parsed;
+    try {
+      parsed = parseUrn(name);
+    } catch {
+      return 'malformed';
+    }
+    if (parsed.authority !== authority) return 'foreign_authority';
+    if (typeUrlOf(parsed.resourceType) !== typeUrl) return 'type_mismatch';
+    const key = formatName(parsed, { canonical: true, directives: false });
+    return { key, name: key, collection: globKeyOf(parsed) };
+  }
+
+  /**
+   * Keys a name from an upstream's removed_resources: a resource, or a glob URL
+   * meaning the collection is empty. Null for names the upstream may not speak for.
+   */
+  removalKey(authority: string | null, typeUrl: string, name: string): { key: string; isCollection: boolean } | null {
+    if (!isXdstpName(name)) {
+      if (authority !== null || name === '' || name === WILDCARD) return null;
+      return { key: legacyKey(typeUrl, name), isCollection: false };
+    }
+    if (authority === null) return null;
+    try {
+      const parsed = parseUrl(name);
+      if (parsed.authority !== authority || typeUrlOf(parsed.resourceType) !== typeUrl) return null;
+      return { key: formatName(parsed, { canonical: true, directives: false }), isCollection: parsed.glob };
+    } catch {
+      return null;
+    }
+  }
+}
+
+export function isRejection(r: Route | Rejection): r is Rejection {
+  return (r as Rejection).reason !== undefined;
+}

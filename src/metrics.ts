@@ -1,0 +1,163 @@
+import * as client from 'prom-client';
+
+const MAX_TYPE_LABELS = 32;
+
+/**
+ * Every metric the relay exports, on a registry of its own so several relays
+ * in one process (tests, benchmarks) never share counters. Labels are bounded:
+ * no client, node or resource name ever becomes a label value.
+ */
+export class RelayMetrics {
+  readonly registry = new client.Registry();
+  private readonly typeLabels = new Set<string>();
+
+  readonly downstreamStreams = new client.Gauge({
+    name: 'xdstp_relay_downstream_streams',
+    help: 'Open downstream delta-ADS streams.',
+    registers: [this.registry],
+  });
+  readonly downstreamStreamsTotal = new client.Counter({
+    name: 'xdstp_relay_downstream_streams_total',
+    help: 'Downstream delta-ADS streams accepted since start.',
+    registers: [this.registry],
+  });
+  readonly downstreamSubscriptions = new client.Gauge({
+    name: 'xdstp_relay_downstream_subscriptions',
+    help: 'Client subscriptions (names and globs) across all streams, by type.',
+    labelNames: ['type'],
+    registers: [this.registry],
+  });
+  readonly upstreamConnected = new client.Gauge({
+    name: 'xdstp_relay_upstream_connected',
+    help: '1 while the authority has a ready upstream stream, else 0.',
+    labelNames: ['authority'],
+    registers: [this.registry],
+  });
+  readonly upstreamSubscriptions = new client.Gauge({
+    name: 'xdstp_relay_upstream_subscriptions',
+    help: 'Deduplicated subscriptions held upstream, by authority.',
+    labelNames: ['authority'],
+    registers: [this.registry],
+  });
+  readonly upstreamReconnects = new client.Counter({
+    name: 'xdstp_relay_upstream_reconnects_total',
+    help: 'Upstream stream (re)connection attempts after a failure.',
+    labelNames: ['authority'],
+    registers: [this.registry],
+  });
+  readonly upstreamRequests = new client.Counter({
+    name: 'xdstp_relay_upstream_requests_total',
+    help: 'DeltaDiscoveryRequests sent upstream (subscription changes and ACKs).',
+    labelNames: ['authority', 'kind'],
+    registers: [this.registry],
+  });
+  readonly upstreamResponses = new client.Counter({
+    name: 'xdstp_relay_upstream_responses_total',
+    help: 'DeltaDiscoveryResponses received from upstream.',
+    labelNames: ['authority'],
+    registers: [this.registry],
+  });
+  readonly dedupRatio = new client.Gauge({
+    name: 'xdstp_relay_dedup_ratio',
+    help: 'Client subscriptions divided by upstream subscriptions (1 when there are none).',
+    registers: [this.registry],
+  });
+  readonly cacheResources = new client.Gauge({
+    name: 'xdstp_relay_cache_resources',
+    help: 'Resources held in the in-process cache.',
+    registers: [this.registry],
+  });
+  readonly cacheBytes = new client.Gauge({
+    name: 'xdstp_relay_cache_bytes',
+    help: 'Encoded bytes of the resources held in the in-process cache.',
+    registers: [this.registry],
+  });
+  readonly cacheHits = new client.Counter({
+    name: 'xdstp_relay_cache_hits_total',
+    help: 'New subscriptions answered from the cache without waiting for upstream.',
+    labelNames: ['tier'],
+    registers: [this.registry],
+  });
+  readonly cacheMisses = new client.Counter({
+    name: 'xdstp_relay_cache_misses_total',
+    help: 'New subscriptions that had to wait for upstream.',
+    registers: [this.registry],
+  });
+  readonly redisErrors = new client.Counter({
+    name: 'xdstp_relay_redis_errors_total',
+    help: 'Failed or timed-out Redis operations.',
+    labelNames: ['op'],
+    registers: [this.registry],
+  });
+  readonly responsesSent = new client.Counter({
+    name: 'xdstp_relay_responses_sent_total',
+    help: 'DeltaDiscoveryResponses written to clients.',
+    labelNames: ['type'],
+    registers: [this.registry],
+  });
+  readonly resourcesSent = new client.Counter({
+    name: 'xdstp_relay_resources_sent_total',
+    help: 'Resources (adds and updates) written to clients.',
+    labelNames: ['type'],
+    registers: [this.registry],
+  });
+  readonly bytesSent = new client.Counter({
+    name: 'xdstp_relay_sent_bytes_total',
+    help: 'Response bytes written to clients.',
+    registers: [this.registry],
+  });
+  readonly responsesEncoded = new client.Counter({
+    name: 'xdstp_relay_responses_encoded_total',
+    help: 'Distinct response encodings built (shared by every client that gets the same bytes).',
+    registers: [this.registry],
+  });
+  readonly nacks = new client.Counter({
+    name: 'xdstp_relay_nacks_total',
+    help: 'NACKs received from clients.',
+    labelNames: ['type'],
+    registers: [this.registry],
+  });
+  readonly droppedResources = new client.Counter({
+    name: 'xdstp_relay_dropped_resources_total',
+    help: 'Upstream resources not forwarded, by reason (unsubscribed, foreign_authority, malformed, type_mismatch).',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+  readonly rejectedSubscriptions = new client.Counter({
+    name: 'xdstp_relay_rejected_subscriptions_total',
+    help: 'Client subscriptions answered in removed_resources because they cannot be routed, by reason.',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+  readonly badRequests = new client.Counter({
+    name: 'xdstp_relay_bad_requests_total',
+    help: 'Client streams ended because of a malformed request.',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+  readonly coalescedUpdates = new client.Counter({
+    name: 'xdstp_relay_coalesced_updates_total',
+    help: 'Updates held back for a slow client and merged into its next response.',
+    registers: [this.registry],
+  });
+  readonly pushLatency = new client.Histogram({
+    name: 'xdstp_relay_push_latency_seconds',
+    help: 'Time from receipt of an upstream response to the write of the resulting client responses.',
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [this.registry],
+  });
+
+  constructor(opts: { defaultMetrics?: boolean } = {}) {
+    if (opts.defaultMetrics ?? true) client.collectDefaultMetrics({ register: this.registry, prefix: 'xdstp_relay_' });
+  }
+
+  /** A bounded label for a type URL: its message name, or `other` once the set is full. */
+  typeLabel(typeUrl: string): string {
+    const slash = typeUrl.lastIndexOf('/');
+    const name = slash >= 0 ? typeUrl.slice(slash + 1) : typeUrl;
+    if (this.typeLabels.has(name)) return name;
+    if (this.typeLabels.size >= MAX_TYPE_LABELS || name.length > 100 || !/^[A-Za-z0-9_.]+$/.test(name)) return 'other';
+    this.typeLabels.add(name);
+    return name;
+  }
+}
