@@ -2,6 +2,11 @@ import * as client from 'prom-client';
 
 const MAX_TYPE_LABELS = 32;
 
+export interface TypeCounters {
+  responses: client.Counter.Internal;
+  resources: client.Counter.Internal;
+}
+
 /**
  * Every metric the relay exports, on a registry of its own so several relays
  * in one process (tests, benchmarks) never share counters. Labels are bounded:
@@ -149,6 +154,19 @@ export class RelayMetrics {
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     if (opts.defaultMetrics ?? true) client.collectDefaultMetrics({ register: this.registry, prefix: 'xdstp_relay_' });
+  }
+
+  private readonly perType = new Map<string, TypeCounters>();
+
+  /** Pre-resolved counter children for a type URL, so the per-client write path skips label hashing. */
+  forType(typeUrl: string): TypeCounters {
+    let c = this.perType.get(typeUrl);
+    if (!c) {
+      const type = this.typeLabel(typeUrl);
+      c = { responses: this.responsesSent.labels(type), resources: this.resourcesSent.labels(type) };
+      if (this.perType.size < MAX_TYPE_LABELS * 4) this.perType.set(typeUrl, c);
+    }
+    return c;
   }
 
   /** A bounded label for a type URL: its message name, or `other` once the set is full. */

@@ -99,9 +99,9 @@ export class ClientStream implements ClientPort {
   private write(response: OutgoingResponse): void {
     const { metrics } = this.opts;
     this.lastNonce = response.nonce;
-    const type = metrics.typeLabel(response.typeUrl);
-    metrics.responsesSent.inc({ type });
-    if (response.adds.length > 0) metrics.resourcesSent.inc({ type }, response.adds.length);
+    const counters = metrics.forType(response.typeUrl);
+    counters.responses.inc();
+    if (response.adds.length > 0) counters.resources.inc(response.adds.length);
     metrics.bytesSent.inc(response.bytes.length);
     if (!this.call.write(response.bytes)) this.blocked = true;
   }
