@@ -1,0 +1,131 @@
+/**
+ * Redis key layout of the shared cache tier (see redis-store.ts).
+ *
+ * With prefix P (default `xdstp-relay:`) and a hash tag T (below):
+ *
+ *   P r:{T}:<key>        HASH  one resource. Fields (values stored as raw bytes):
+ *                              version, typeUrl, resource (encoded envoy Resource,
+ *                              untouched), expiresAt (decimal ms, only if TTL'd),
+ *                              glob (canonical glob key, only if a glob member).
+ *                              TTL'd resources carry a Redis expiry (PEXPIREAT
+ *                              expiresAt).
+ *   P m:{T}:<globKey>    SET   canonical keys of the glob collection's members.
+ *   P a:{T}:<key>        STRING "1": upstream reported <key> (singleton URN or
+ *                              glob key) as not existing ("known absent").
+ *
+ * (The spaces above are only for readability: the real key is e.g.
+ * `xdstp-relay:r:{3f2a9c0e11d4b7a5}:xdstp://auth/envoy.config.cluster.v3.Cluster/svc/a`.)
+ *
+ * Hash tag (Redis Cluster slot selection). Redis hashes only the text between
+ * the FIRST `{` and the next `}` of a key. Canonical xdstp keys may contain both
+ * `{` and `}` (the canonical form escapes neither, see XDSTP.md), and they can be
+ * long, so the raw key can't be used as a tag. The tag is therefore the first 16
+ * hex digits of SHA-1 of a "tag source" string: it contains no brace, has a fixed
+ * length, and the prefix is forbidden to contain braces, so the tag is exactly
+ * what we intend. Tag collisions only put two collections on the same slot; they
+ * never mix data, because the full key follows the tag.
+ *
+ * Tag source: a collection's member set, its absent marker and all of its
+ * members share one tag, so reading a glob (SMEMBERS, then HGETALL of every
+ * member) and writing it stay on one slot and can be pipelined in cluster mode.
+ * The source is derived from the key ALONE, so `getResource(key)` finds a
+ * resource without knowing whether it was stored as a glob member:
+ *   - a glob key (`xdstp://A/T/p/*?ctx`): itself;
+ *   - any other xdstp key: its parent glob (last id segment replaced by `*`,
+ *     context parameters kept), which is by definition (XDSTP.md) the glob it
+ *     is a direct member of;
+ *   - anything else (`legacy:<typeUrl>:<name>`, malformed names): the key itself.
+ */
+import { createHash } from 'node:crypto';
+
+export const DEFAULT_PREFIX = 'xdstp-relay:';
+export const TAG_LENGTH = 16;
+
+/** Throws unless the prefix can be used in front of our hash tags. */
+export function validatePrefix(prefix: string): void {
+  if (prefix.includes('{') || prefix.includes('}')) {
+    throw new Error(`redis key prefix must not contain '{' or '}' (it would break cluster hash tags): ${JSON.stringify(prefix)}`);
+  }
+}
+
+/**
+ * Parent glob of an xdstp key: its last id segment replaced by `*` (an id
+ * without `/`, or an empty id, becomes `*`), query (context parameters) kept
+ * verbatim. `undefined` when the key is not an `xdstp://` URN with a type.
+ * Operates on the canonical string; no decoding is needed because `/` and `?`
+ * inside components are percent-encoded in canonical form.
+ */
+export function parentGlobOf(key: string): string | undefined {
+  if (!key.startsWith('xdstp://')) return undefined;
+  const q = key.indexOf('?');
+  const path = q < 0 ? key : key.slice(0, q);
+  const query = q < 0 ? '' : key.slice(q);
+  const authorityEnd = path.indexOf('/', 8);
+  if (authorityEnd < 0 || authorityEnd === path.length - 1) return undefined; // no resource type
+  const typeEnd = path.indexOf('/', authorityEnd + 1);
+  if (typeEnd < 0) return `${path}/*${query}`; // empty id
+  return `${path.slice(0, path.lastIndexOf('/') + 1)}*${query}`;
+}
+
+/** True for a glob collection key (`xdstp://A/T/…/*?ctx`). */
+export function isGlobKey(key: string): boolean {
+  return parentGlobOf(key) === key;
+}
+
+/** The string whose hash is the cluster hash tag of `key` (see the file comment). */
+export function tagSourceOf(key: string): string {
+  return parentGlobOf(key) ?? key;
+}
+
+export function hashTag(source: string): string {
+  return createHash('sha1').update(source).digest('hex').slice(0, TAG_LENGTH);
+}
+
+/** Hash tag for any key: glob keys, resources and legacy keys alike. */
+export function tagOf(key: string): string {
+  return hashTag(tagSourceOf(key));
+}
+
+export class RedisKeyLayout {
+  readonly prefix: string;
+  private readonly resourceHead: string;
+
+  constructor(prefix: string = DEFAULT_PREFIX) {
+    validatePrefix(prefix);
+    this.prefix = prefix;
+    this.resourceHead = `${prefix}r:{`;
+  }
+
+  /** HASH of one resource. */
+  resource(key: string, tag: string = tagOf(key)): string {
+    return `${this.prefix}r:{${tag}}:${key}`;
+  }
+
+  /** SET of a glob's member keys. */
+  members(globKey: string, tag: string = tagOf(globKey)): string {
+    return `${this.prefix}m:{${tag}}:${globKey}`;
+  }
+
+  /** Known-absent marker of a singleton URN or glob key. */
+  absent(key: string, tag: string = tagOf(key)): string {
+    return `${this.prefix}a:{${tag}}:${key}`;
+  }
+
+  /** SCAN MATCH pattern of every resource hash under this prefix (and nothing else). */
+  resourcePattern(): string {
+    return `${escapeGlob(this.resourceHead)}${'?'.repeat(TAG_LENGTH)}}:*`;
+  }
+
+  /** Inverse of `resource()`: the canonical key, or `undefined` for a foreign Redis key. */
+  keyOfResource(redisKey: string): string | undefined {
+    const head = this.resourceHead.length;
+    if (!redisKey.startsWith(this.resourceHead)) return undefined;
+    if (redisKey[head + TAG_LENGTH] !== '}' || redisKey[head + TAG_LENGTH + 1] !== ':') return undefined;
+    return redisKey.slice(head + TAG_LENGTH + 2);
+  }
+}
+
+/** Escapes the characters special in Redis glob patterns (`* ? [ ] \`). */
+export function escapeGlob(s: string): string {
+  return s.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
+}

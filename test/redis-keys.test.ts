@@ -1,0 +1,78 @@
+/** Key layout and connection-string parsing of the Redis store (no Redis needed). */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { RedisKeyLayout, hashTag, isGlobKey, parentGlobOf, tagOf, validatePrefix } from '../src/cache/redis-keys';
+import { parseRedisSpec } from '../src/cache/redis-store';
+
+test('parent glob replaces the last id segment by * and keeps the context parameters', () => {
+  assert.equal(parentGlobOf('xdstp://a/T/svc/x?p=1&q=2'), 'xdstp://a/T/svc/*?p=1&q=2');
+  assert.equal(parentGlobOf('xdstp://a/T/x'), 'xdstp://a/T/*');
+  assert.equal(parentGlobOf('xdstp://a/T'), 'xdstp://a/T/*');
+  assert.equal(parentGlobOf('xdstp:///T/a%2Fb'), 'xdstp:///T/*', 'an encoded slash is part of the segment');
+  assert.equal(parentGlobOf('xdstp://a/T/x/y?k=a/b'), 'xdstp://a/T/x/*?k=a/b', 'a slash in the query is not a segment');
+  assert.equal(parentGlobOf('xdstp://a'), undefined);
+  assert.equal(parentGlobOf('legacy:type.googleapis.com/x:name'), undefined);
+});
+
+test('glob keys are recognised by their * last segment', () => {
+  assert.equal(isGlobKey('xdstp://a/T/svc/*?p=1'), true);
+  assert.equal(isGlobKey('xdstp://a/T/*'), true);
+  assert.equal(isGlobKey('xdstp://a/T/svc/x'), false);
+  assert.equal(isGlobKey('legacy:T:*'), false);
+});
+
+test('a resource, its glob and its siblings share one hash tag; the tag never contains braces', () => {
+  const glob = 'xdstp://a/T/{x}/*?n={}';
+  assert.equal(tagOf('xdstp://a/T/{x}/m1?n={}'), tagOf(glob));
+  assert.equal(tagOf('xdstp://a/T/{x}/m2?n={}'), tagOf(glob));
+  assert.notEqual(tagOf('xdstp://a/T/{x}/m1?n=other'), tagOf(glob));
+  assert.equal(tagOf('legacy:T:n'), hashTag('legacy:T:n'));
+  assert.match(tagOf(glob), /^[0-9a-f]{16}$/);
+});
+
+test('key layout renders prefix, kind, tag and key, and parses resource keys back', () => {
+  const k = new RedisKeyLayout('p:');
+  const key = 'xdstp://a/T/{x}/m1';
+  const t = tagOf(key);
+  assert.equal(k.resource(key), `p:r:{${t}}:${key}`);
+  assert.equal(k.members('xdstp://a/T/{x}/*'), `p:m:{${t}}:xdstp://a/T/{x}/*`);
+  assert.equal(k.absent(key), `p:a:{${t}}:${key}`);
+  assert.equal(k.keyOfResource(k.resource(key)), key);
+  assert.equal(k.keyOfResource(new RedisKeyLayout('p:r:').resource(key)), undefined);
+  assert.equal(new RedisKeyLayout('a*[b]:').resourcePattern(), 'a\\*\\[b\\]:r:{????????????????}:*');
+});
+
+test('a prefix with braces is refused', () => {
+  assert.throws(() => validatePrefix('relay{1}:'), /must not contain/);
+  assert.doesNotThrow(() => validatePrefix('xdstp-relay:'));
+});
+
+test('connection strings: standalone, TLS, sentinel, cluster', () => {
+  assert.deepEqual(parseRedisSpec('redis://h:6380/2'), { url: 'redis://h:6380/2' });
+  assert.deepEqual(parseRedisSpec('rediss://:pw@h'), { url: 'rediss://:pw@h' });
+  assert.deepEqual(parseRedisSpec('redis+sentinel://s%40cret@s1:26380,s2,[::1]:5000/mymaster/3'), {
+    password: 's@cret',
+    sentinel: {
+      sentinels: [
+        { host: 's1', port: 26380 },
+        { host: 's2', port: 26379 },
+        { host: '::1', port: 5000 },
+      ],
+      name: 'mymaster',
+      db: 3,
+    },
+  });
+  assert.deepEqual(parseRedisSpec('rediss+sentinel://user:pw@s1:1/m'), {
+    username: 'user',
+    password: 'pw',
+    tls: true,
+    sentinel: { sentinels: [{ host: 's1', port: 1 }], name: 'm' },
+  });
+  assert.deepEqual(parseRedisSpec('redis+cluster://n1:7000,n2:7001'), { cluster: ['n1:7000', 'n2:7001'] });
+  assert.deepEqual(parseRedisSpec('n1:7000, n2:7001'), { cluster: ['n1:7000', 'n2:7001'] });
+  assert.deepEqual(parseRedisSpec(['n1:7000']), { cluster: ['n1:7000'] });
+  assert.throws(() => parseRedisSpec('redis+sentinel://s1:1'), /mastername/);
+  assert.throws(() => parseRedisSpec('redis+sentinel://s1:1/m/x'), /mastername\[\/db\]/);
+  assert.throws(() => parseRedisSpec('redis+cluster://n1:1/0'), /no path/);
+  assert.throws(() => parseRedisSpec('memcached://x'), /unsupported/);
+});
