@@ -7,6 +7,11 @@ export type XdstpErrorCode =
   | 'bad-scheme'
   | 'missing-type'
   | 'empty-type'
+  /**
+   * Not raised by the parsers: XDSTP.md makes every authority spelling valid
+   * (it ends at the first '/'; '?' and '#' before that are data). Kept so the
+   * code set the relay core was written against stays stable.
+   */
   | 'bad-authority'
   | 'duplicate-directive'
   | 'unknown-directive'

@@ -53,12 +53,13 @@ export function globKeyOf(urn: XdstpName): string {
  */
 export function matchesGlob(urn: XdstpName, glob: XdstpName): boolean {
   if (!glob.glob || urn.glob || urn.alt !== undefined || urn.entry !== undefined) return false;
+  // Cheapest discriminators first: most candidates fail on shape, not on content.
+  const prefixLen = glob.id.length - 1;
+  const id = urn.id;
+  if (urn.params.length !== glob.params.length || id.lastIndexOf('/') + 1 !== prefixLen) return false;
   if (urn.authority !== glob.authority || urn.resourceType !== glob.resourceType) return false;
   // The glob id is `prefix*` where prefix is '' or ends in '/'; the member's
   // parent (everything through its last '/') must be exactly that prefix.
-  const prefixLen = glob.id.length - 1;
-  const id = urn.id;
-  if (id.lastIndexOf('/') + 1 !== prefixLen) return false;
   for (let i = 0; i < prefixLen; i++) if (id.charCodeAt(i) !== glob.id.charCodeAt(i)) return false;
   return sameParamSet(urn.params, glob.params);
 }

@@ -58,8 +58,29 @@ export function formatParams(params: Params, canonical: boolean): string {
   if (n === 1) return '?' + encodePair(params[0]);
   const parts = new Array<string>(n);
   for (let i = 0; i < n; i++) parts[i] = encodePair(params[i]);
-  if (canonical) parts.sort();
+  if (canonical) sortInPlace(parts);
   return '?' + parts.join('&');
+}
+
+/**
+ * Names carry a handful of parameters, where insertion sort with `<` beats
+ * Array#sort's generic machinery. `<` on these ASCII strings is the same byte
+ * order the default sort uses.
+ */
+function sortInPlace(parts: string[]): void {
+  if (parts.length > LINEAR_LIMIT) {
+    parts.sort();
+    return;
+  }
+  for (let i = 1; i < parts.length; i++) {
+    const item = parts[i];
+    let j = i - 1;
+    while (j >= 0 && parts[j] > item) {
+      parts[j + 1] = parts[j];
+      j--;
+    }
+    parts[j + 1] = item;
+  }
 }
 
 function encodePair([key, value]: readonly [string, string]): string {

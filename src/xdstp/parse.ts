@@ -47,16 +47,12 @@ function parseName(input: string, isUrl: boolean, depth: number): XdstpName {
   const slash = input.indexOf('/', authStart);
   if (slash < 0) throw new XdstpNameError('missing-type', input, `resource type missing: no "/" after the authority`);
 
-  // XDSTP.md (and Envoy) end the authority only at '/', but RFC 3986 ends it at
-  // '?' or '#' too. Rather than pick one reading, refuse raw '?'/'#' there; the
-  // canonical form escapes them (%3F, %23), so no canonical name is refused.
-  const firstQuery = input.indexOf('?', authStart);
-  const firstHash = input.indexOf('#', authStart);
-  if (firstQuery >= 0 && firstQuery < slash) throw rawInAuthority(input, firstQuery, '%3F');
-  if (firstHash >= 0 && firstHash < slash) throw rawInAuthority(input, firstHash, '%23');
-
-  // A URL's directives start at its first '#'; in a URN '#' is data.
-  const end = isUrl && firstHash >= 0 ? firstHash : input.length;
+  // XDSTP.md (like Envoy) ends the authority at the first '/' only: a '?' or
+  // '#' before it is authority data (escaped as %3F / %23 on output), and a
+  // URL's directives start at the first '#' of the path, not of the string.
+  const firstQuery = input.indexOf('?', slash);
+  const firstHash = isUrl ? input.indexOf('#', slash) : -1;
+  const end = firstHash >= 0 ? firstHash : input.length;
   const queryAt = firstQuery >= 0 && firstQuery < end ? firstQuery : end;
 
   const typeStart = slash + 1;
@@ -95,10 +91,6 @@ function parseName(input: string, isUrl: boolean, depth: number): XdstpName {
     if (directives.entry !== undefined) name.entry = directives.entry;
   }
   return name;
-}
-
-function rawInAuthority(input: string, at: number, escaped: string): XdstpNameError {
-  return new XdstpNameError('bad-authority', input, `raw ${describeChar(input.charCodeAt(at))} at offset ${at} inside the authority; write it as ${escaped}`);
 }
 
 /**
