@@ -38,11 +38,19 @@ export class RelayMetrics {
     labelNames: ['authority'],
     registers: [this.registry],
   });
+  readonly upstreamState = new client.Gauge({
+    name: 'xdstp_relay_upstream_state',
+    help: 'Upstream stream state per authority: 1 for the current state (idle, connecting, ready, backoff, closed), 0 for the others.',
+    labelNames: ['authority', 'state'],
+    registers: [this.registry],
+    collect: () => this.runCollectors(),
+  });
   readonly upstreamSubscriptions = new client.Gauge({
     name: 'xdstp_relay_upstream_subscriptions',
     help: 'Deduplicated subscriptions held upstream, by authority.',
     labelNames: ['authority'],
     registers: [this.registry],
+    collect: () => this.runCollectors(),
   });
   readonly upstreamReconnects = new client.Counter({
     name: 'xdstp_relay_upstream_reconnects_total',
@@ -66,16 +74,19 @@ export class RelayMetrics {
     name: 'xdstp_relay_dedup_ratio',
     help: 'Client subscriptions divided by upstream subscriptions (1 when there are none).',
     registers: [this.registry],
+    collect: () => this.runCollectors(),
   });
   readonly cacheResources = new client.Gauge({
     name: 'xdstp_relay_cache_resources',
     help: 'Resources held in the in-process cache.',
     registers: [this.registry],
+    collect: () => this.runCollectors(),
   });
   readonly cacheBytes = new client.Gauge({
     name: 'xdstp_relay_cache_bytes',
     help: 'Encoded bytes of the resources held in the in-process cache.',
     registers: [this.registry],
+    collect: () => this.runCollectors(),
   });
   readonly cacheHits = new client.Counter({
     name: 'xdstp_relay_cache_hits_total',
@@ -152,8 +163,49 @@ export class RelayMetrics {
     registers: [this.registry],
   });
 
-  constructor(opts: { defaultMetrics?: boolean } = {}) {
+  readonly draining = new client.Gauge({
+    name: 'xdstp_relay_draining',
+    help: '1 once a drain (POST /drain) or shutdown has started: /readyz answers 503.',
+    registers: [this.registry],
+  });
+  readonly goaways = new client.Counter({
+    name: 'xdstp_relay_goaways_total',
+    help: 'Client streams sent away (GOAWAY, then UNAVAILABLE) so they reconnect elsewhere, by reason (drain, shutdown).',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+  readonly buildInfo = new client.Gauge({
+    name: 'xdstp_relay_build_info',
+    help: 'Always 1; labels carry the relay and Node.js versions.',
+    labelNames: ['version', 'nodejs'],
+    registers: [this.registry],
+  });
+
+  /** Refreshers of the gauges computed at scrape time (sizes, ratios, states). */
+  private readonly collectors: Array<() => void> = [];
+
+  constructor(opts: { defaultMetrics?: boolean; version?: string } = {}) {
     if (opts.defaultMetrics ?? true) client.collectDefaultMetrics({ register: this.registry, prefix: 'xdstp_relay_' });
+    this.buildInfo.set({ version: opts.version ?? process.env.npm_package_version ?? '0.1.0', nodejs: process.versions.node }, 1);
+  }
+
+  /**
+   * Registers a function that sets the scrape-time gauges from the relay's
+   * state. It runs on every read of the registry (cheap: it walks upstreams,
+   * not clients or resources); a failing collector never breaks a scrape.
+   */
+  addCollector(fn: () => void): void {
+    this.collectors.push(fn);
+  }
+
+  private runCollectors(): void {
+    for (const fn of this.collectors) {
+      try {
+        fn();
+      } catch {
+        // A metric left stale is better than a failed scrape.
+      }
+    }
   }
 
   private readonly perType = new Map<string, TypeCounters>();

@@ -1,0 +1,208 @@
+/**
+ * The admin HTTP endpoints, built from a small typed view of the relay's
+ * parts. GETs only read; the two POSTs are the only state changes (drain,
+ * log level).
+ */
+import type { MemoryCache } from '../cache/memory-cache';
+import type { SharedStore } from '../cache/types';
+import type { DrainResult } from '../downstream/drain';
+import type { Subscription } from '../hub/subscription';
+import { isLogLevel, LOG_LEVELS, setLogLevel, type Logger } from '../log';
+import type { RelayMetrics } from '../metrics';
+import type { AdminReply, AdminServer } from './server';
+import {
+  cacheView,
+  clientsView,
+  flagParam,
+  limitParam,
+  subscriptionsView,
+  upstreamStateOf,
+  upstreamsView,
+  type ClientStreamInfo,
+  type UpstreamInfo,
+} from './debug';
+import { envoyPayloadDecoder, type PayloadDecoder } from './payload';
+
+/** What the admin server sees of a running relay. */
+export interface AdminParts {
+  readonly metrics: RelayMetrics;
+  readonly logger: Logger;
+  readonly cache: MemoryCache;
+  readonly shared?: SharedStore;
+  readonly hub: { subscriptions(): Iterable<Subscription>; readonly clientSubscriptionCount: number };
+  readonly downstream: {
+    readonly streams: ReadonlySet<ClientStreamInfo>;
+    readonly draining: boolean;
+    drain(periodMs: number): Promise<DrainResult>;
+  };
+  readonly upstreams: ReadonlyMap<string | null, UpstreamInfo>;
+  /** Default period of POST /drain. */
+  readonly drainPeriodMs: number;
+  /** True while the downstream listener is bound (false once stopping). */
+  listening(): boolean;
+  /** Payload → JSON for /debug/cache; Envoy's registry by default. */
+  readonly decodePayload?: PayloadDecoder;
+}
+
+/** Known upstream states; grows (boundedly) with states other upstream kinds report. */
+const UPSTREAM_STATES = ['idle', 'connecting', 'ready', 'backoff', 'closed'];
+
+export interface Readiness {
+  ready: boolean;
+  listening: boolean;
+  draining: boolean;
+  /** At least one upstream has a ready stream (or there are none). */
+  upstreamConnected: boolean;
+  /** The cache can answer without upstream: resources held in memory, or a healthy shared tier. */
+  cacheCanServe: boolean;
+  upstreams: Record<string, { connected: boolean; state: string }>;
+  cachedResources: number;
+  sharedTier: 'none' | 'healthy' | 'unavailable';
+  /** Redis (the shared tier): reachable, not reachable (serving from memory and upstream), or not configured. */
+  redis: 'up' | 'down' | 'off';
+}
+
+/** Ready = listening, not draining, and either an upstream is connected or the cache can serve. */
+export function readiness(parts: AdminParts): Readiness {
+  const listening = parts.listening();
+  const draining = parts.downstream.draining;
+  const upstreams: Readiness['upstreams'] = {};
+  let anyConnected = false;
+  for (const u of parts.upstreams.values()) {
+    upstreams[u.label] = { connected: u.connected, state: upstreamStateOf(u) };
+    anyConnected ||= u.connected;
+  }
+  const upstreamConnected = parts.upstreams.size === 0 || anyConnected;
+  const sharedTier = parts.shared === undefined ? 'none' : parts.shared.healthy ? 'healthy' : 'unavailable';
+  const cacheCanServe = parts.cache.size > 0 || sharedTier === 'healthy';
+  return {
+    ready: listening && !draining && (upstreamConnected || cacheCanServe),
+    listening,
+    draining,
+    upstreamConnected,
+    cacheCanServe,
+    upstreams,
+    cachedResources: parts.cache.size,
+    sharedTier,
+    redis: sharedTier === 'none' ? 'off' : sharedTier === 'healthy' ? 'up' : 'down',
+  };
+}
+
+/** Sets the gauges that are computed at scrape time; registered with RelayMetrics.addCollector. */
+export function refreshRelayGauges(parts: AdminParts): void {
+  const { metrics } = parts;
+  let upstreamSubs = 0;
+  for (const u of parts.upstreams.values()) {
+    const n = u.subscriptionCount();
+    upstreamSubs += n;
+    metrics.upstreamSubscriptions.set({ authority: u.label }, n);
+    metrics.upstreamConnected.set({ authority: u.label }, u.connected ? 1 : 0);
+    const state = upstreamStateOf(u);
+    // The gRPC upstream's states, plus whatever another kind of upstream reports (a short, fixed set each).
+    if (!UPSTREAM_STATES.includes(state) && UPSTREAM_STATES.length < 16) UPSTREAM_STATES.push(state);
+    for (const s of UPSTREAM_STATES) metrics.upstreamState.set({ authority: u.label, state: s }, s === state ? 1 : 0);
+  }
+  metrics.dedupRatio.set(upstreamSubs === 0 ? 1 : parts.hub.clientSubscriptionCount / upstreamSubs);
+  metrics.cacheResources.set(parts.cache.size);
+  metrics.cacheBytes.set(parts.cache.bytes);
+  metrics.draining.set(parts.downstream.draining ? 1 : 0);
+}
+
+function bad(message: string): AdminReply {
+  return { status: 400, body: { error: message } };
+}
+
+const ENDPOINTS = {
+  'GET /healthz': 'process is alive',
+  'GET /readyz': '200 when listening, not draining, and an upstream is connected or the cache can serve; else 503',
+  'GET /metrics': 'Prometheus metrics',
+  'GET /debug/clients?node=&limit=&held=': 'client streams: node ids, subscriptions, ack state',
+  'GET /debug/subscriptions?prefix=&limit=': 'upstream subscriptions: keys, refcounts, sync state; upstream states',
+  'GET /debug/cache?prefix=&limit=&payloads=': 'cached resources: names, versions, payloads as JSON',
+  'GET /log-level': 'current log level',
+  'POST /drain?period=MS&wait=1': 'flip /readyz to 503 and send clients away gradually',
+  'POST /log-level?level=LEVEL': `change the log level (${LOG_LEVELS.join('|')})`,
+};
+
+/** Adds every admin endpoint to `admin`. */
+export function registerAdminRoutes(admin: AdminServer, parts: AdminParts): AdminServer {
+  const { logger, metrics } = parts;
+  let decoder = parts.decodePayload;
+  let drainLogged = false;
+
+  return admin
+    .route('GET /', () => ({ status: 200, body: { service: 'xdstp-relay', endpoints: ENDPOINTS } }))
+    .route('GET /healthz', () => ({ status: 200, body: { status: 'ok' } }))
+    .route('GET /readyz', () => {
+      const r = readiness(parts);
+      return { status: r.ready ? 200 : 503, body: r };
+    })
+    .route('GET /metrics', async () => ({
+      status: 200,
+      body: await metrics.registry.metrics(),
+      contentType: metrics.registry.contentType,
+    }))
+    .route('GET /debug/clients', (_req, url) => ({
+      status: 200,
+      body: clientsView(parts.downstream.streams, {
+        node: url.searchParams.get('node') ?? undefined,
+        limit: limitParam(url),
+        held: flagParam(url, 'held'),
+      }),
+    }))
+    .route('GET /debug/subscriptions', (_req, url) => ({
+      status: 200,
+      body: subscriptionsView(
+        parts.hub.subscriptions(),
+        parts.cache,
+        parts.upstreams.values(),
+        { clientSubscriptions: parts.hub.clientSubscriptionCount },
+        { prefix: url.searchParams.get('prefix') ?? undefined, limit: limitParam(url) },
+      ),
+    }))
+    .route('GET /debug/upstreams', () => ({ status: 200, body: { upstreams: upstreamsView(parts.upstreams.values()) } }))
+    .route('GET /debug/cache', (_req, url) => {
+      const payloads = url.searchParams.get('payloads');
+      decoder ??= envoyPayloadDecoder();
+      return {
+        status: 200,
+        body: cacheView(parts.cache, parts.shared, decoder, {
+          prefix: url.searchParams.get('prefix') ?? undefined,
+          limit: limitParam(url, 100),
+          payloads: payloads === null || flagParam(url, 'payloads'),
+        }),
+      };
+    })
+    .route('GET /log-level', () => ({ status: 200, body: { level: logger.level } }))
+    .route('POST /log-level', (_req, url) => {
+      const level = url.searchParams.get('level');
+      if (!isLogLevel(level)) return bad(`?level= must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(level)}`);
+      // Log where it will be seen: before a change that silences info, after one that enables it.
+      const before = logger.isLevelEnabled('info');
+      if (before) logger.info({ from: logger.level, to: level }, 'log level changed');
+      const previous = setLogLevel(logger, level);
+      if (!before) logger.info({ from: previous, to: level }, 'log level changed');
+      return { status: 200, body: { level, previous } };
+    })
+    .route('POST /drain', async (_req, url) => {
+      let periodMs = parts.drainPeriodMs;
+      const period = url.searchParams.get('period');
+      if (period !== null) {
+        periodMs = Number(period);
+        if (!Number.isInteger(periodMs) || periodMs < 0) return bad(`?period= must be a non-negative number of ms, got ${JSON.stringify(period)}`);
+      }
+      const already = parts.downstream.draining;
+      const open = parts.downstream.streams.size;
+      const done = parts.downstream.drain(periodMs);
+      if (!drainLogged) {
+        drainLogged = true;
+        logger.info({ streams: open, periodMs }, 'drain started: /readyz now 503, clients are sent away gradually');
+        void done.then((r) => logger.info({ streams: r.streams, batches: r.batches, periodMs: r.periodMs }, 'drain complete'));
+      }
+      if (flagParam(url, 'wait')) {
+        const r = await done;
+        return { status: 200, body: { draining: true, complete: true, ...r } };
+      }
+      return { status: 202, body: { draining: true, alreadyDraining: already, streams: open, periodMs: already ? undefined : periodMs } };
+    });
+}

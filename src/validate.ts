@@ -1,0 +1,65 @@
+/**
+ * `xdstp-relay validate --config FILE` (or `--validate`): check a
+ * configuration the way the relay would load it, print every problem with its
+ * path, exit 0 when there is none.
+ */
+import type { ConfigError, RelayConfig } from './config';
+
+/** A problem as printed: where (option / config-file key) and what. */
+export interface ValidationProblem {
+  path: string;
+  message: string;
+}
+
+/** `validate` as the first word, or `--validate` anywhere (before a `--`). */
+export function isValidateInvocation(argv: readonly string[]): boolean {
+  if (argv[0] === 'validate') return true;
+  for (const a of argv) {
+    if (a === '--') break;
+    if (a === '--validate' || a === '--validate=true') return true;
+  }
+  return false;
+}
+
+/** argv without the `validate` word, for the ordinary option parser. */
+export function stripValidateWord(argv: readonly string[]): string[] {
+  return argv[0] === 'validate' ? argv.slice(1) : [...argv];
+}
+
+/** The problems in an option-parser (yargs) error message: one per unknown key. */
+export function problemsOfParseError(message: string, configPath: string | undefined): ValidationProblem[] {
+  const firstLine = message.split('\n')[0] ?? message;
+  const unknown = /^Unknown arguments?: (.+)$/.exec(firstLine);
+  if (unknown) {
+    return unknown[1].split(/,\s*/).map((key) => ({ path: key, message: 'unknown option (not a flag nor a config-file key)' }));
+  }
+  return [{ path: configPath ?? '(arguments)', message: firstLine }];
+}
+
+export function problemsOfConfigErrors(errors: readonly ConfigError[]): ValidationProblem[] {
+  return errors.map((e) => ({ path: e.path, message: e.message.startsWith(`${e.path}: `) ? e.message.slice(e.path.length + 2) : e.message }));
+}
+
+/** De-duplicates and prints the outcome; returns the exit code (0 valid, 1 problems). */
+export function reportValidation(
+  out: { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream },
+  source: string,
+  problems: readonly ValidationProblem[],
+  config: RelayConfig | undefined,
+): number {
+  const seen = new Set<string>();
+  const unique = problems.filter((p) => {
+    const k = `${p.path}\n${p.message}`;
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
+  if (unique.length === 0 && config) {
+    const upstreams = config.authorities.map((a) => a.name).concat(config.defaultUpstream ? ['(default)'] : []);
+    out.stdout.write(`xdstp-relay: ${source}: valid (listen ${config.listen}, admin ${config.admin ?? 'off'}, upstreams: ${upstreams.join(', ') || 'none'})\n`);
+    return 0;
+  }
+  out.stderr.write(`xdstp-relay: ${source}: ${unique.length} problem${unique.length === 1 ? '' : 's'}\n`);
+  for (const p of unique) out.stderr.write(`  ${p.path}: ${p.message}\n`);
+  return 1;
+}

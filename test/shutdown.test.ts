@@ -1,0 +1,190 @@
+/**
+ * Graceful shutdown: SIGTERM / SIGINT with clients connected exit 0 promptly;
+ * clients are told UNAVAILABLE; a client that stopped reading cannot hold the
+ * process past the grace period; the shared store is flushed.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
+import * as grpc from '@grpc/grpc-js';
+import type { RelayConfig } from '../src/config';
+import type { SharedStore, StoreBatch } from '../src/cache/types';
+import { sessionOf } from '../src/downstream/goaway';
+import { DeltaAdsClient, deltaAdsServiceDefinition, openDeltaStream } from '../src/proto/ads-service';
+import { startRelay } from '../src/relay';
+import { spawnCli, type SpawnedCli } from './support/cli';
+import { DeltaClient } from './support/delta-client';
+import { LISTENER, xdstp } from './support/names';
+import { TestOrigin } from './support/origin';
+import { http, pollUntil } from './support/admin';
+
+const T = { timeout: 40_000 };
+const L = (rest: string): string => xdstp('a', LISTENER, rest);
+
+function exitOf(proc: ChildProcess, withinMs: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve({ code: proc.exitCode, signal: proc.signalCode });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the relay did not exit within ${withinMs} ms`)), withinMs);
+    proc.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal });
+    });
+  });
+}
+
+async function withCli(
+  extraArgs: string[],
+  body: (cli: SpawnedCli, origin: TestOrigin, client: (nodeId: string) => DeltaClient) => Promise<void>,
+): Promise<void> {
+  const origin = await TestOrigin.start();
+  const clients: DeltaClient[] = [];
+  let cli: SpawnedCli | undefined;
+  try {
+    cli = await spawnCli([
+      '--listen', '127.0.0.1:0',
+      '--admin', '127.0.0.1:0',
+      '--authority', `a=${origin.uri}`,
+      '--unsubscribe-grace', '0',
+      '--log-level', 'info',
+      ...extraArgs,
+    ]);
+    const port = cli.port;
+    await body(cli, origin, (nodeId) => {
+      const c = new DeltaClient(`127.0.0.1:${port}`, { nodeId });
+      clients.push(c);
+      return c;
+    });
+  } finally {
+    for (const c of clients) c.close();
+    if (cli && cli.proc.exitCode === null && cli.proc.signalCode === null) cli.proc.kill('SIGKILL');
+    await origin.stop();
+  }
+}
+
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  test(`${signal} with connected clients exits 0 within 10 s; clients get UNAVAILABLE`, T, async () => {
+    await withCli([], async (cli, origin, client) => {
+      const n = L('shutdown/one');
+      origin.setResource(LISTENER, n, 'x', 'v1');
+      const clients = [client('envoy-1'), client('envoy-2'), client('envoy-3')];
+      for (const c of clients) c.subscribe(LISTENER, [n]);
+      for (const c of clients) await c.waitForVersion(LISTENER, n, 'v1');
+
+      cli.proc.kill(signal);
+      const exit = await exitOf(cli.proc, 10_000);
+      assert.deepEqual(exit, { code: 0, signal: null }, [...cli.text, ...cli.logs.map((l) => JSON.stringify(l))].join('\n'));
+      for (const c of clients) {
+        const st = await c.waitForEnd();
+        assert.equal(st.code, grpc.status.UNAVAILABLE, st.details);
+        assert.match(st.details, /shutting down/);
+      }
+      const done = cli.logs.find((l) => l.msg === 'shutdown complete');
+      assert.ok(done, 'a "shutdown complete" log line');
+      assert.equal(done.streams, 3);
+      assert.equal(done.forced, false);
+      assert.ok(cli.logs.some((l) => l.msg === 'signal received: graceful shutdown' && l.signal === signal));
+      assert.ok(cli.logs.every((l) => typeof l.level === 'number'), 'every log line is pino JSON');
+      // The upstream saw the relay go: its stream ended.
+      await origin.waitFor(() => origin.streamCount === 0, 'upstream stream closed');
+    });
+  });
+}
+
+test('a client that stopped reading cannot hold the shutdown past the grace period', T, async () => {
+  await withCli(['--shutdown-grace', '500'], async (cli, origin, client) => {
+    const n = L('shutdown/stalled');
+    origin.setResource(LISTENER, n, 'x', 'v0');
+    const stalled = client('stalled');
+    stalled.subscribe(LISTENER, [n]);
+    await stalled.waitForVersion(LISTENER, n, 'v0');
+    stalled.pause();
+    const big = Buffer.alloc(128 * 1024, 7);
+    for (let v = 1; v <= 40; v++) origin.setResource(LISTENER, n, big, `v${v}`);
+    await pollUntil(async () => {
+      const r = await http(cli.adminPort!, 'GET', '/debug/clients');
+      const clients = (r.json as { clients: Array<{ slow: boolean }> }).clients;
+      return clients.length === 1 && clients[0]!.slow;
+    }, 'the relay sees the client as slow');
+
+    cli.proc.kill('SIGTERM');
+    const exit = await exitOf(cli.proc, 10_000);
+    assert.deepEqual(exit, { code: 0, signal: null });
+    const done = cli.logs.find((l) => l.msg === 'shutdown complete');
+    assert.ok(done, 'a "shutdown complete" log line');
+    assert.equal(done.forced, true, 'connections were cut after the grace period');
+  });
+});
+
+test('stop() flushes the shared store before it resolves', T, async () => {
+  const origin = await TestOrigin.start();
+  const events: string[] = [];
+  const store: SharedStore & { batches: StoreBatch[] } = {
+    batches: [],
+    healthy: true,
+    write(batch) {
+      this.batches.push(batch);
+      return Promise.resolve();
+    },
+    getResource: () => Promise.resolve(undefined),
+    getGlobMembers: () => Promise.resolve(undefined),
+    async close() {
+      events.push('close');
+      await new Promise((r) => setImmediate(r));
+      events.push('flushed');
+    },
+  };
+  const config: RelayConfig = {
+    listen: '127.0.0.1:0',
+    admin: null,
+    authorities: [{ name: 'a', uris: [origin.uri] }],
+    defaultUpstream: null,
+    unsubscribeGraceMs: 0,
+    nodeId: 'relay-shutdown-test',
+    logLevel: 'silent',
+  };
+  const relay = await startRelay(config, { shared: store });
+  const c = new DeltaClient(`127.0.0.1:${relay.port}`, { nodeId: 'flush' });
+  try {
+    const n = L('shutdown/flush');
+    origin.setResource(LISTENER, n, 'x', 'v1');
+    c.subscribe(LISTENER, [n]);
+    await c.waitForVersion(LISTENER, n, 'v1');
+    assert.ok(store.batches.some((b) => b.put.some((r) => r.version === 'v1')), 'written through');
+    await relay.stop();
+    events.push('stopped');
+    assert.equal(events.at(-1), 'stopped');
+    assert.deepEqual(events.slice(1), ['flushed', 'stopped'], events.join(', '));
+    assert.equal((await c.waitForEnd()).code, grpc.status.UNAVAILABLE);
+    await relay.stop(); // idempotent
+  } finally {
+    c.close();
+    await relay.stop();
+    await origin.stop();
+  }
+});
+
+test('the per-connection GOAWAY reaches the HTTP/2 session grpc-js keeps on the call', T, async () => {
+  // Guards the one place that looks inside grpc-js (src/downstream/goaway.ts):
+  // if an upgrade moves the session, draining would degrade to plain stream ends.
+  const server = new grpc.Server();
+  let found: boolean | undefined;
+  server.addService(deltaAdsServiceDefinition, {
+    DeltaAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => {
+      found = sessionOf(call) !== undefined;
+      call.end();
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  const client = new DeltaAdsClient(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  try {
+    const stream = openDeltaStream(client);
+    stream.on('error', () => undefined);
+    await new Promise<void>((resolve) => stream.on('status', () => resolve()));
+    assert.equal(found, true);
+  } finally {
+    client.close();
+    server.forceShutdown();
+  }
+});
