@@ -1,19 +1,33 @@
 #!/usr/bin/env node
 import * as fs from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import pino from 'pino';
 import YAML from 'yaml';
 import yargs from 'yargs';
 import { validateOptions, type RawOptions } from './config';
+import { examplesAuthority, examplesHint } from './examples';
+import { createLogger } from './log';
 import { defaultNodeId, startRelay } from './relay';
+import { rebaseConfigFileUris } from './upstream/uri';
+import {
+  isValidateInvocation,
+  problemsOfConfigErrors,
+  problemsOfParseError,
+  reportValidation,
+  stripValidateWord,
+  type ValidationProblem,
+} from './validate';
 
 function loadConfigFile(path: string): Record<string, unknown> {
   const text = fs.readFileSync(path, 'utf8');
   const parsed: unknown = path.endsWith('.json') ? JSON.parse(text) : YAML.parse(text);
   if (parsed === null || parsed === undefined) return {};
   if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error(`${path}: expected a mapping of options`);
-  return parsed as Record<string, unknown>;
+  // file://RELATIVE in a config file means relative to that file.
+  return rebaseConfigFileUris(parsed as Record<string, unknown>, dirname(resolve(path)));
 }
 
-function parseArgs(argv: string[]) {
+function parseArgs(argv: string[], strict = true) {
   return yargs(argv)
     .scriptName('xdstp-relay')
     .usage('$0 [options]\n\nA caching delta-xDS relay for xdstp:// resources.')
@@ -25,8 +39,22 @@ function parseArgs(argv: string[]) {
     .option('unsubscribe-grace', { type: 'number', default: 30000, describe: 'ms an upstream subscription outlives its last client' })
     .option('node-id', { type: 'string', describe: 'Node id presented upstream (default: xdstp-relay-<hostname>)' })
     .option('log-level', { type: 'string', default: 'info', describe: 'fatal|error|warn|info|debug|trace|silent' })
+    .option('drain-period', { type: 'number', default: 10000, describe: 'ms over which POST /drain sends clients away (GOAWAY) in small batches' })
+    .option('shutdown-grace', { type: 'number', default: 5000, describe: 'ms in-flight writes may take on SIGTERM/SIGINT before connections are cut' })
+    .option('redis', {
+      type: 'string',
+      describe: 'Shared cache: redis://[user:pass@]host[:port][/db], rediss://…, redis+sentinel://[pass@]host:port[,…]/master[/db], redis+cluster://host:port[,…] (default: memory only)',
+    })
+    .option('redis-cluster', { type: 'string', describe: 'Shared cache on a Redis Cluster: seed nodes host:port[,host:port…]' })
+    .option('redis-prefix', { type: 'string', default: 'xdstp-relay:', describe: 'Prefix of every Redis key; deployments sharing one Redis need different ones' })
+    .option('redis-warm-timeout', { type: 'number', default: 5000, describe: 'ms a starting relay may spend loading Redis into memory before it connects upstream (0 = no warm start)' })
+    .option('max-connection-age', { type: 'number', describe: 'ms after which a client connection gets GOAWAY (±10% jitter), so streams rebalance over a grown fleet (default: never)' })
+    .option('max-connection-age-grace', { type: 'number', default: 10000, describe: 'ms a stream may stay open after that GOAWAY before its connection is closed' })
+    .option('validate', { type: 'boolean', describe: 'Check the configuration, print every problem, exit (also: xdstp-relay validate --config FILE)' })
+    // Benchmark ablation only (bench/ scenario 2): `--no-share-responses` encodes every client's response separately.
+    .option('share-responses', { type: 'boolean', default: true, hidden: true, describe: 'Share one encoding among clients that get identical responses' })
     .config('config', 'YAML or JSON file with the same keys as the flags', loadConfigFile)
-    .strictOptions()
+    .strictOptions(strict)
     .version(false)
     .help()
     .fail((msg, err) => {
@@ -41,13 +69,34 @@ function splitEnvList(v: unknown): unknown {
   return v;
 }
 
+/** `--config FILE` / `--config=FILE` as given, for messages. */
+function configArg(argv: readonly string[]): string | undefined {
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--config') return argv[i + 1];
+    if (argv[i].startsWith('--config=')) return argv[i].slice('--config='.length);
+  }
+  return process.env.XDSTP_RELAY_CONFIG;
+}
+
 async function main(): Promise<void> {
+  const validating = isValidateInvocation(process.argv.slice(2));
+  const argv = stripValidateWord(process.argv.slice(2));
+  const parseProblems: ValidationProblem[] = [];
   let args;
   try {
-    args = parseArgs(process.argv.slice(2));
+    args = parseArgs(argv);
   } catch (err) {
-    process.stderr.write(`xdstp-relay: ${(err as Error).message.split('\n')[0]}\n`);
-    process.exit(2);
+    if (!validating) {
+      process.stderr.write(`xdstp-relay: ${(err as Error).message.split('\n')[0]}\n`);
+      process.exit(2);
+    }
+    // Validating: note it, then read the rest leniently so every other problem is reported too.
+    parseProblems.push(...problemsOfParseError((err as Error).message, configArg(argv)));
+    try {
+      args = parseArgs(argv, false);
+    } catch {
+      process.exit(reportValidation(process, configArg(argv) ?? 'configuration', parseProblems, undefined));
+    }
   }
   const raw: RawOptions = {
     listen: args.listen,
@@ -57,21 +106,55 @@ async function main(): Promise<void> {
     unsubscribeGrace: args['unsubscribe-grace'],
     nodeId: args['node-id'],
     logLevel: args['log-level'],
+    drainPeriod: args['drain-period'],
+    shutdownGrace: args['shutdown-grace'],
+    redis: args.redis,
+    redisCluster: args['redis-cluster'],
+    redisPrefix: args['redis-prefix'],
+    redisWarmTimeout: args['redis-warm-timeout'],
+    maxConnectionAge: args['max-connection-age'],
+    maxConnectionAgeGrace: args['max-connection-age-grace'],
   };
+  // No upstream configured anywhere (flags, env, config file): serve the bundled examples.
+  const bundled = args.authority === undefined && args['default-upstream'] === undefined && args.config === undefined;
+  if (bundled) raw.authority = [examplesAuthority()];
   const { config, problems } = validateOptions(raw, { nodeId: defaultNodeId() });
+  if (validating) {
+    const all = [...parseProblems, ...problemsOfConfigErrors(problems)];
+    process.exit(reportValidation(process, configArg(argv) ?? 'flags and environment', all, config));
+  }
   if (!config) {
-    process.stderr.write(`xdstp-relay: invalid configuration: ${problems.map((p) => p.message).join('; ')}\n`);
+    // One JSON line, like every other log line; stderr, since nothing started.
+    createLogger('info', pino.destination(2)).error(
+      { problems: problemsOfConfigErrors(problems) },
+      `invalid configuration: ${problems.map((p) => p.message).join('; ')}`,
+    );
     process.exit(2);
   }
-  const relay = await startRelay(config);
+  const logger = createLogger(config.logLevel);
+  const relay = await startRelay(config, { shareResponses: args['share-responses'], logger });
+  if (bundled) {
+    createLogger(config.logLevel).info({ hint: examplesHint(config.listen, relay.port) }, 'serving the bundled examples');
+  }
   let stopping = false;
   const shutdown = (signal: string): void => {
-    if (stopping) return;
+    if (stopping) {
+      logger.warn({ signal }, 'second signal during shutdown: exiting now');
+      process.exit(1);
+    }
     stopping = true;
-    process.stderr.write(`xdstp-relay: ${signal}, shutting down\n`);
+    logger.info({ signal }, 'signal received: graceful shutdown');
+    // Never hang: stop() is bounded by the shutdown grace; this is the backstop.
+    setTimeout(() => {
+      logger.error({ signal }, 'shutdown did not finish in time: exiting');
+      process.exit(1);
+    }, (config.shutdownGraceMs ?? 5000) + 5000).unref();
     relay.stop().then(
       () => process.exit(0),
-      () => process.exit(1),
+      (err: unknown) => {
+        logger.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
     );
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));

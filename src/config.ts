@@ -1,3 +1,6 @@
+import { parseRedisSpec } from './cache/redis-store';
+import { DEFAULT_PREFIX, validatePrefix } from './cache/redis-keys';
+
 /** One upstream authority: its name and the ordered list of servers that speak for it. */
 export interface AuthoritySpec {
   /** The xdstp authority, e.g. `some-authority`. */
@@ -19,6 +22,25 @@ export interface RelayConfig {
   /** The node id the relay presents upstream. */
   nodeId: string;
   logLevel: string;
+  /** POST /drain spreads the GOAWAYs over this many ms (default 10000). */
+  drainPeriodMs?: number;
+  /** On shutdown, how long in-flight writes may take before connections are cut, in ms (default 5000). */
+  shutdownGraceMs?: number;
+  /** The shared Redis tier (`--redis` / `--redis-cluster`); null or absent = memory only. */
+  redis?: RedisSettings | null;
+  /** Client connections get GOAWAY after about this many ms (grpc-js adds ±10 % jitter); null or absent = never. */
+  maxConnectionAgeMs?: number | null;
+  /** After that GOAWAY, streams still open are cut after this many ms (default 10000). */
+  maxConnectionAgeGraceMs?: number;
+}
+
+export interface RedisSettings {
+  /** Connection string for createRedisStore: redis://, rediss://, redis+sentinel://, redis+cluster://. */
+  spec: string;
+  /** Prefix of every key (default `xdstp-relay:`); deployments sharing one Redis use different ones. */
+  prefix: string;
+  /** Time a starting relay may spend loading Redis into memory, in ms (default 5000; 0 = no warm start). */
+  warmTimeoutMs?: number;
 }
 
 /** A configuration problem, with where it was found (flag or config-file path). */
@@ -44,6 +66,102 @@ export interface RawOptions {
   unsubscribeGrace?: unknown;
   nodeId?: unknown;
   logLevel?: unknown;
+  drainPeriod?: unknown;
+  shutdownGrace?: unknown;
+  redis?: unknown;
+  redisCluster?: unknown;
+  redisPrefix?: unknown;
+  redisWarmTimeout?: unknown;
+  maxConnectionAge?: unknown;
+  maxConnectionAgeGrace?: unknown;
+}
+
+/** Hides the password of a connection string in messages. */
+function redactUserinfo(s: string): string {
+  return s.replace(/\/\/[^/]*@/, '//***@');
+}
+
+function unset(v: unknown): boolean {
+  return v === undefined || v === null || v === '' || v === false;
+}
+
+/** `--redis URL` or `--redis-cluster host:port,…`, `--redis-prefix`, `--redis-warm-timeout`. */
+function checkRedis(raw: RawOptions, problems: ConfigError[]): RedisSettings | null {
+  if (unset(raw.redis) && unset(raw.redisCluster)) return null;
+  let path = 'redis';
+  let spec: string | undefined;
+  if (!unset(raw.redis) && !unset(raw.redisCluster)) {
+    problems.push(new ConfigError('redis-cluster', 'give either --redis or --redis-cluster, not both'));
+  } else if (!unset(raw.redis)) {
+    const url = typeof raw.redis === 'string' ? raw.redis.trim() : undefined;
+    if (url === undefined) problems.push(new ConfigError(path, 'expected a URL'));
+    else if (!/^rediss?(\+(sentinel|cluster))?:\/\//i.test(url)) {
+      problems.push(
+        new ConfigError(
+          path,
+          `expected redis://, rediss://, redis+sentinel:// or redis+cluster://, got ${JSON.stringify(redactUserinfo(url))} (cluster seed nodes as host:port,… go in --redis-cluster)`,
+        ),
+      );
+    } else spec = url;
+  } else {
+    path = 'redis-cluster';
+    const list = Array.isArray(raw.redisCluster) ? raw.redisCluster.join(',') : raw.redisCluster;
+    if (typeof list !== 'string') problems.push(new ConfigError(path, 'expected host:port[,host:port…]'));
+    else {
+      const nodes = list.split(',').map((n) => n.trim()).filter((n) => n !== '');
+      const bad = nodes.filter((n) => !HOST_PORT.test(n) || Number(n.slice(n.lastIndexOf(':') + 1)) > 65535);
+      if (nodes.length === 0) problems.push(new ConfigError(path, 'no cluster node given'));
+      else if (bad.length > 0) problems.push(new ConfigError(path, `expected host:port[,host:port…], got ${bad.map((b) => JSON.stringify(b)).join(', ')}`));
+      else spec = `redis+cluster://${nodes.join(',')}`;
+    }
+  }
+  if (spec !== undefined) {
+    try {
+      parseRedisSpec(spec);
+    } catch (err) {
+      problems.push(new ConfigError(path, redactUserinfo((err as Error).message)));
+      spec = undefined;
+    }
+  }
+  const prefix = raw.redisPrefix === undefined || raw.redisPrefix === null ? DEFAULT_PREFIX : raw.redisPrefix;
+  if (typeof prefix !== 'string' || prefix === '') {
+    problems.push(new ConfigError('redis-prefix', `expected a non-empty string, got ${JSON.stringify(prefix)}`));
+    return null;
+  }
+  try {
+    validatePrefix(prefix);
+  } catch (err) {
+    problems.push(new ConfigError('redis-prefix', (err as Error).message));
+    return null;
+  }
+  const warmTimeoutMs = checkMs('redis-warm-timeout', raw.redisWarmTimeout, 5000, problems);
+  return spec === undefined ? null : { spec, prefix, warmTimeoutMs };
+}
+
+/** setTimeout's limit, less grpc-js's +10 % jitter. */
+const MAX_CONNECTION_AGE_MS = 1_900_000_000;
+
+function checkConnectionAge(raw: RawOptions, problems: ConfigError[]): { ageMs: number | null; graceMs: number } {
+  let ageMs: number | null = null;
+  if (!unset(raw.maxConnectionAge)) {
+    const v = Number(raw.maxConnectionAge);
+    if (!Number.isInteger(v) || v < 0 || v > MAX_CONNECTION_AGE_MS) {
+      problems.push(
+        new ConfigError('max-connection-age', `expected milliseconds between 0 (never) and ${MAX_CONNECTION_AGE_MS}, got ${JSON.stringify(raw.maxConnectionAge)}`),
+      );
+    } else if (v > 0) ageMs = v;
+  }
+  const graceMs = checkMs('max-connection-age-grace', raw.maxConnectionAgeGrace, 10_000, problems);
+  if (graceMs > MAX_CONNECTION_AGE_MS) problems.push(new ConfigError('max-connection-age-grace', `at most ${MAX_CONNECTION_AGE_MS} ms`));
+  return { ageMs, graceMs };
+}
+
+function checkMs(path: string, raw: unknown, fallback: number, problems: ConfigError[]): number {
+  const v = raw === undefined || raw === null || raw === '' ? fallback : Number(raw);
+  if (!Number.isInteger(v) || v < 0) {
+    problems.push(new ConfigError(path, `expected a non-negative number of milliseconds, got ${JSON.stringify(raw)}`));
+  }
+  return v;
 }
 
 function checkHostPort(path: string, v: unknown, problems: ConfigError[]): string | undefined {
@@ -128,6 +246,10 @@ export function validateOptions(raw: RawOptions, defaults: { nodeId: string }): 
   if (typeof logLevel !== 'string' || !LEVELS.has(logLevel)) {
     problems.push(new ConfigError('log-level', `expected one of ${[...LEVELS].join(', ')}, got ${JSON.stringify(logLevel)}`));
   }
+  const drainPeriodMs = checkMs('drain-period', raw.drainPeriod, 10_000, problems);
+  const shutdownGraceMs = checkMs('shutdown-grace', raw.shutdownGrace, 5000, problems);
+  const redis = checkRedis(raw, problems);
+  const connectionAge = checkConnectionAge(raw, problems);
   if (problems.length > 0 || listen === undefined) return { problems };
   return {
     problems,
@@ -139,6 +261,11 @@ export function validateOptions(raw: RawOptions, defaults: { nodeId: string }): 
       unsubscribeGraceMs: grace,
       nodeId: nodeId as string,
       logLevel: logLevel as string,
+      drainPeriodMs,
+      shutdownGraceMs,
+      redis,
+      maxConnectionAgeMs: connectionAge.ageMs,
+      maxConnectionAgeGraceMs: connectionAge.graceMs,
     },
   };
 }

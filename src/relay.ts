@@ -1,9 +1,13 @@
 import * as os from 'node:os';
+import { refreshRelayGauges, registerAdminRoutes, type AdminParts } from './admin/routes';
 import { AdminServer } from './admin/server';
 import { splitHostPort } from './address';
 import { MemoryCache } from './cache/memory-cache';
+import { createRedisStore } from './cache/redis-store';
 import type { SharedStore } from './cache/types';
+import { canWarmLoad, evictUnclaimed, warmStart, whenAllConnected } from './cache/warm-start';
 import type { RelayConfig } from './config';
+import type { DrainResult } from './downstream/drain';
 import { DownstreamServer } from './downstream/server';
 import { Hub } from './hub/hub';
 import { Router } from './hub/routing';
@@ -11,6 +15,7 @@ import type { UpstreamPort } from './hub/types';
 import { createLogger, type Logger } from './log';
 import { RelayMetrics } from './metrics';
 import type { Node } from './proto/messages';
+import { FileOrigin } from './upstream/file-origin';
 import { GrpcUpstream, type UpstreamSink } from './upstream/grpc-upstream';
 import { parseUpstreamUri } from './upstream/uri';
 
@@ -18,6 +23,14 @@ export interface RunningRelay {
   readonly port: number;
   readonly adminPort: number | null;
   readonly metrics: RelayMetrics;
+  readonly logger: Logger;
+  /** Flips /readyz to 503 and sends clients away gradually over `periodMs` (default: config.drainPeriodMs). */
+  drain(periodMs?: number): Promise<DrainResult>;
+  /**
+   * Graceful shutdown: stop accepting, GOAWAY + UNAVAILABLE to every client
+   * after its queued writes (bounded by config.shutdownGraceMs), close the
+   * upstreams, flush the shared store. Idempotent.
+   */
   stop(): Promise<void>;
 }
 
@@ -26,6 +39,8 @@ export interface RelayOptions {
   shared?: SharedStore;
   /** Off only for the encode-once ablation benchmark. */
   shareResponses?: boolean;
+  /** A registry made beforehand, e.g. so a shared store's error callback can count into it. */
+  metrics?: RelayMetrics;
 }
 
 /** An upstream the relay can start and stop (gRPC server list or file origin). */
@@ -52,7 +67,11 @@ function createUpstream(authority: string | null, uris: string[], sink: Upstream
   const targets: string[] = [];
   for (const uri of uris) {
     const parsed = parseUpstreamUri(uri);
-    if (parsed.scheme !== 'grpc') throw new Error(`authority ${authority ?? '(default)'}: ${uri}: file:// origins are not supported yet`);
+    if (parsed.scheme === 'file') {
+      // A directory is the origin itself: nothing to fail over to or from.
+      if (uris.length > 1) throw new Error(`authority ${authority ?? '(default)'}: ${uri}: a file:// origin cannot be combined with other upstream URIs`);
+      return new FileOrigin({ authority, dir: parsed.path, sink, logger, metrics });
+    }
     targets.push(parsed.target);
   }
   return new GrpcUpstream({ authority, targets, node, sink, logger, metrics });
@@ -61,8 +80,14 @@ function createUpstream(authority: string | null, uris: string[], sink: Upstream
 /** Starts a relay: downstream server, upstreams, hub, cache and admin HTTP. */
 export async function startRelay(config: RelayConfig, options: RelayOptions = {}): Promise<RunningRelay> {
   const logger = options.logger ?? createLogger(config.logLevel);
-  const metrics = new RelayMetrics();
+  const metrics = options.metrics ?? new RelayMetrics();
   const cache = new MemoryCache();
+  // --redis / --redis-cluster: the shared tier (a store passed in by the caller wins).
+  const ownedStore =
+    options.shared === undefined && config.redis
+      ? createRedisStore(config.redis.spec, { prefix: config.redis.prefix, logger, onError: (op) => metrics.redisErrors.inc({ op }) })
+      : undefined;
+  const shared: SharedStore | undefined = options.shared ?? ownedStore;
   const router = new Router(new Set(config.authorities.map((a) => a.name)), config.defaultUpstream !== null);
   const upstreams = new Map<string | null, ManagedUpstream>();
   const node = relayNode(config.nodeId);
@@ -76,7 +101,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
 
   hub = new Hub({
     cache,
-    shared: options.shared,
+    shared,
     router,
     upstreams,
     metrics,
@@ -84,52 +109,89 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     unsubscribeGraceMs: config.unsubscribeGraceMs,
     shareResponses: options.shareResponses ?? true,
   });
-  const downstream = new DownstreamServer({ hub, metrics, logger, hasDefaultUpstream: config.defaultUpstream !== null });
-  const port = await downstream.listen(config.listen);
+  // --max-connection-age: grpc-js sends GOAWAY after the age ±10 % (its own jitter), cuts the connection after the grace.
+  const serverOptions = config.maxConnectionAgeMs
+    ? { 'grpc.max_connection_age_ms': config.maxConnectionAgeMs, 'grpc.max_connection_age_grace_ms': config.maxConnectionAgeGraceMs ?? 10_000 }
+    : undefined;
+  const downstream = new DownstreamServer({ hub, metrics, logger, hasDefaultUpstream: config.defaultUpstream !== null, serverOptions });
+  const port = await downstream.listen(config.listen).catch(async (err: unknown) => {
+    hub?.close();
+    await ownedStore?.close();
+    throw err;
+  });
 
-  const refreshGauges = (): void => {
-    let upstreamSubs = 0;
-    for (const u of upstreams.values()) {
-      const n = u.subscriptionCount();
-      upstreamSubs += n;
-      metrics.upstreamSubscriptions.set({ authority: u.label }, n);
-    }
-    metrics.dedupRatio.set(upstreamSubs === 0 ? 1 : hub!.clientSubscriptionCount / upstreamSubs);
-    metrics.cacheResources.set(cache.size);
-    metrics.cacheBytes.set(cache.bytes);
+  let listening = true;
+  const drainPeriodMs = config.drainPeriodMs ?? 10_000;
+  const parts: AdminParts = {
+    metrics,
+    logger,
+    cache,
+    shared,
+    hub,
+    downstream,
+    upstreams,
+    drainPeriodMs,
+    listening: () => listening,
   };
+  metrics.addCollector(() => refreshRelayGauges(parts));
 
   let admin: AdminServer | undefined;
   let adminPort: number | null = null;
   if (config.admin) {
     const addr = splitHostPort(config.admin);
-    if (!addr) throw new Error(`--admin ${config.admin}: expected HOST:PORT`);
-    admin = new AdminServer(logger)
-      .route('GET /healthz', () => ({ status: 200, body: { status: 'ok' } }))
-      .route('GET /readyz', () => {
-        const connected = [...upstreams.values()].some((u) => u.connected);
-        const ready = upstreams.size === 0 || connected || cache.size > 0;
-        return { status: ready ? 200 : 503, body: { ready, upstreamConnected: connected, cachedResources: cache.size } };
-      })
-      .route('GET /metrics', async () => {
-        refreshGauges();
-        return { status: 200, body: await metrics.registry.metrics(), contentType: metrics.registry.contentType };
+    try {
+      if (!addr) throw new Error(`--admin ${config.admin}: expected HOST:PORT`);
+      admin = registerAdminRoutes(new AdminServer(logger), parts);
+      adminPort = await admin.listen(addr.host, addr.port);
+    } catch (err) {
+      await downstream.shutdown(0);
+      hub.close();
+      await ownedStore?.close();
+      throw err;
+    }
+  }
+
+  // Warm start (cache/warm-start.ts): what the fleet stored in Redis goes into
+  // memory before any upstream stream opens; leftovers nobody subscribed to are
+  // dropped once every upstream is connected.
+  let stopWarmEviction: (() => void) | undefined;
+  if (canWarmLoad(shared)) {
+    const warmHub = hub;
+    const warm = await warmStart(
+      shared,
+      (r) => !cache.get(r.key) && !cache.isAbsent(r.key) && warmHub.admit(r) !== undefined,
+      config.redis?.warmTimeoutMs ?? 5000,
+    );
+    logger.info(warm, 'warm start from redis');
+    if (warm.loaded > 0) {
+      stopWarmEviction = whenAllConnected(upstreams.values(), () => {
+        const n = evictUnclaimed(cache, new Set([...warmHub.subscriptions()].map((s) => s.key)));
+        if (n > 0) logger.info({ resources: n }, 'warm start: dropped resources no client subscribed to (upstreams connected)');
       });
-    adminPort = await admin.listen(addr.host, addr.port);
+    }
   }
 
   for (const u of upstreams.values()) u.start();
   logger.info({ port, adminPort, authorities: config.authorities.map((a) => a.name), nodeId: config.nodeId }, 'relay listening');
 
+  const drain = (periodMs = drainPeriodMs): Promise<DrainResult> => downstream.drain(periodMs);
+
   let stopped: Promise<void> | undefined;
   const stop = (): Promise<void> =>
     (stopped ??= (async () => {
-      await downstream.shutdown(2000);
+      const t0 = Date.now();
+      listening = false;
+      const shutdownGraceMs = config.shutdownGraceMs ?? 5000;
+      logger.info({ streams: downstream.streams.size, graceMs: shutdownGraceMs }, 'shutting down: no new streams, sending clients away');
+      const { streams, forced } = await downstream.shutdown(shutdownGraceMs);
       for (const u of upstreams.values()) u.close();
+      stopWarmEviction?.();
       hub?.close();
+      // The shared store flushes its pending writes (bounded by its own write deadline).
+      await shared?.close();
       await admin?.close();
-      await options.shared?.close();
+      logger.info({ streams, forced, ms: Date.now() - t0 }, 'shutdown complete');
     })());
 
-  return { port, adminPort, metrics, stop };
+  return { port, adminPort, metrics, logger, drain, stop };
 }

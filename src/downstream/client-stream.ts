@@ -6,6 +6,7 @@ import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
 import { encodeDeltaResponse } from '../proto/delta-response';
 import { deltaRequestCodec, type DeltaDiscoveryRequest, type Node } from '../proto/messages';
+import { sendGoaway } from './goaway';
 
 export const TTL_CLIENT_FEATURE = 'xds.config.supports-resource-ttl';
 
@@ -80,11 +81,24 @@ export class ClientStream implements ClientPort {
     this.call.emit('error', { code, details, metadata: new grpc.Metadata() });
   }
 
-  /** Asks the client to go away (graceful drain); it reconnects elsewhere. */
+  /** Ends the stream with status OK (the client decides whether to come back). */
   end(): void {
     if (this.closed) return;
     this.close('draining');
     this.call.end();
+  }
+
+  /**
+   * Sends the client away so it reconnects, to another relay (drain,
+   * shutdown): GOAWAY on its connection, then the stream ends with
+   * UNAVAILABLE, the status xDS clients retry on. Writes already queued are
+   * flushed before the status.
+   */
+  goAway(reason: string): void {
+    if (this.closed) return;
+    this.close(reason);
+    sendGoaway(this.call);
+    this.call.emit('error', { code: grpc.status.UNAVAILABLE, details: `xdstp-relay: ${reason}`, metadata: new grpc.Metadata() });
   }
 
   push(view: ClientView, response: OutgoingResponse): void {

@@ -4,6 +4,7 @@ import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
 import { deltaAdsServiceDefinition } from '../proto/ads-service';
 import { ClientStream } from './client-stream';
+import { Drainer, type DrainResult } from './drain';
 
 export interface DownstreamServerOptions {
   hub: Hub;
@@ -18,6 +19,8 @@ export interface DownstreamServerOptions {
 export class DownstreamServer {
   private readonly server: grpc.Server;
   readonly streams = new Set<ClientStream>();
+  private drainer: Drainer<ClientStream> | undefined;
+  private closing = false;
 
   constructor(private readonly opts: DownstreamServerOptions) {
     this.server = new grpc.Server({
@@ -46,6 +49,36 @@ export class DownstreamServer {
     this.streams.add(stream);
     metrics.downstreamStreams.inc();
     metrics.downstreamStreamsTotal.inc();
+    // Arrived after the drain finished (or during shutdown): send it on at once.
+    if (this.closing) this.sendAway(stream, 'shutdown');
+    else if (this.drainer && this.drainer.state !== 'draining') this.sendAway(stream, 'drain');
+  }
+
+  private sendAway(stream: ClientStream, reason: 'drain' | 'shutdown'): void {
+    this.opts.metrics.goaways.inc({ reason });
+    stream.goAway(reason === 'drain' ? 'relay draining, reconnect' : 'relay shutting down, reconnect');
+  }
+
+  /** True once a drain or shutdown has started. */
+  get draining(): boolean {
+    return this.closing || this.drainer !== undefined;
+  }
+
+  /**
+   * Sends every client away gradually over `periodMs` (GOAWAY, then
+   * UNAVAILABLE), streams that arrive meanwhile included; keeps sending new
+   * arrivals away afterwards. Idempotent: a second call joins the first drain.
+   */
+  drain(periodMs: number): Promise<DrainResult> {
+    // Shutting down already sent everyone away.
+    if (this.closing && !this.drainer) return Promise.resolve({ streams: 0, batches: 0, periodMs: 0 });
+    this.drainer ??= new Drainer({
+      periodMs,
+      open: () => this.streams,
+      openCount: () => this.streams.size,
+      send: (s) => this.sendAway(s, 'drain'),
+    });
+    return this.drainer.done;
   }
 
   /** Binds `host:port`; resolves with the bound port. */
@@ -55,19 +88,28 @@ export class DownstreamServer {
     });
   }
 
-  /** Stops accepting, ends open streams, waits up to `graceMs` for writes to flush. */
-  async shutdown(graceMs: number): Promise<void> {
-    for (const s of [...this.streams]) s.end();
-    await new Promise<void>((resolve) => {
+  /**
+   * Stops accepting (the listener closes and every connection gets GOAWAY),
+   * ends the open streams with UNAVAILABLE after their queued writes, and
+   * waits up to `graceMs` for that to finish before cutting connections.
+   * Resolves with the number of streams it ended and whether it had to force.
+   */
+  async shutdown(graceMs: number): Promise<{ streams: number; forced: boolean }> {
+    this.closing = true;
+    this.drainer?.cancel();
+    const finished = new Promise<boolean>((resolve) => {
       const timer = setTimeout(() => {
         this.server.forceShutdown();
-        resolve();
+        resolve(true);
       }, graceMs);
       timer.unref();
       this.server.tryShutdown(() => {
         clearTimeout(timer);
-        resolve();
+        resolve(false);
       });
     });
+    const open = [...this.streams];
+    for (const s of open) this.sendAway(s, 'shutdown');
+    return { streams: open.length, forced: await finished };
   }
 }
