@@ -52,6 +52,12 @@ export interface HubOptions {
 export class Hub {
   private readonly index = new Map<string, Subscription>();
   private readonly expiring = new Set<string>();
+  /**
+   * Keys whose cached version a client was left holding a different version of
+   * (fleet mode, see `keepsHeld`). `versionsFor` leaves them out, so the
+   * upstream sends its current version, which then reaches that client.
+   */
+  private readonly divergent = new Set<string>();
   private readonly sweepTimer: NodeJS.Timeout;
   private nonceCounter = 0;
   private clientSubscriptions = 0;
@@ -116,10 +122,10 @@ export class Hub {
       const route = this.opts.router.route(typeUrl, name);
       if (isRejection(route)) continue;
       if (route.kind === 'glob' || route.kind === 'wildcard') {
-        for (const m of this.opts.cache.members(route.key)) out[m.name] = m.version;
+        for (const m of this.opts.cache.members(route.key)) if (!this.divergent.has(m.key)) out[m.name] = m.version;
       } else {
         const entry = this.opts.cache.get(route.key);
-        if (entry) out[entry.name] = entry.version;
+        if (entry && !this.divergent.has(entry.key)) out[entry.name] = entry.version;
       }
     }
     return out;
@@ -160,6 +166,7 @@ export class Hub {
       if (!upstream) throw new Error(`router accepted ${name} but no upstream serves ${String(route.authority)}`);
       sub = new Subscription(route.key, route.kind, view.typeUrl, upstream, route.upstreamName);
       this.index.set(route.key, sub);
+      if (this.opts.shared && upstream.connected) this.dropUnclaimed(sub);
       upstream.subscribe(view.typeUrl, route.upstreamName);
     } else if (sub.graceTimer) {
       clearTimeout(sub.graceTimer);
@@ -169,17 +176,49 @@ export class Hub {
     view.subs.set(name, sub);
     this.clientSubscriptions++;
     this.opts.metrics.downstreamSubscriptions.inc({ type: this.opts.metrics.typeLabel(view.typeUrl) });
-    this.answerFromCache(view, sub, name, pending);
+    this.answerFromCache(view, sub, name, pending, this.keepsHeld(sub));
   }
 
-  private answerFromCache(view: ClientView, sub: Subscription, spelling: string, pending: Pending): void {
+  /**
+   * Fleet mode (a shared tier is configured) with the subscription's upstream
+   * away: the cached copy may be older than what a client got from another
+   * relay, and versions are opaque, so the client keeps what it holds; the
+   * upstream settles it on reconnect (see `divergent`).
+   */
+  private keepsHeld(sub: Subscription): boolean {
+    return this.opts.shared !== undefined && !sub.upstream.connected;
+  }
+
+  /** The client holds `name` at a version other than `version` (or, without one, at any version). */
+  private holdsOther(view: ClientView, name: string, version?: string): boolean {
+    const held = view.held.get(name);
+    return held !== undefined && held !== TOLD_ABSENT && held !== version;
+  }
+
+  /**
+   * A new subscription with its upstream up: cached data no other subscription
+   * kept fresh (a warm start's leftovers) is dropped, so the upstream answers;
+   * it would never retract a glob member it deleted meanwhile.
+   */
+  private dropUnclaimed(sub: Subscription): void {
+    const { cache } = this.opts;
+    if (sub.isCollection) {
+      for (const m of cache.members(sub.key)) if (!this.index.has(m.key)) cache.delete(m.key);
+    } else {
+      const entry = cache.get(sub.key);
+      if (entry && !(entry.stored.glob !== undefined && this.index.has(entry.stored.glob))) cache.delete(sub.key);
+    }
+  }
+
+  private answerFromCache(view: ClientView, sub: Subscription, spelling: string, pending: Pending, keepHeld = false): void {
     const { cache, metrics } = this.opts;
     if (!sub.isCollection) {
       const entry = cache.get(sub.key);
       if (entry) {
-        this.offer(view, entry.variant(spelling, view.supportsTtl), pending);
+        if (keepHeld && this.holdsOther(view, spelling, entry.version)) this.divergent.add(entry.key);
+        else this.offer(view, entry.variant(spelling, view.supportsTtl), pending);
       } else if (cache.isAbsent(sub.key)) {
-        this.tellAbsent(view, spelling, pending);
+        if (!(keepHeld && this.holdsOther(view, spelling))) this.tellAbsent(view, spelling, pending);
       } else {
         this.miss(view, sub, spelling);
         return;
@@ -187,9 +226,13 @@ export class Hub {
     } else {
       const members = cache.members(sub.key);
       if (members.length > 0) {
-        for (const m of members) this.offer(view, m.variant(m.name, false), pending);
+        for (const m of members) {
+          if (keepHeld && this.holdsOther(view, m.name, m.version)) this.divergent.add(m.key);
+          else this.offer(view, m.variant(m.name, false), pending);
+        }
       } else if (cache.isAbsent(sub.key) && sub.kind === 'glob') {
-        pending.removes.push(spelling);
+        // Kept from a client holding anything of this type: it may hold members.
+        if (!(keepHeld && view.held.size > 0)) pending.removes.push(spelling);
       } else {
         this.miss(view, sub, spelling);
         return;
@@ -201,7 +244,9 @@ export class Hub {
   private miss(view: ClientView, sub: Subscription, spelling: string): void {
     this.opts.metrics.cacheMisses.inc();
     if (sub.refetch) sub.upstream.refetch(sub.typeUrl, sub.upstreamName);
-    if (this.opts.shared?.healthy) void this.readThrough(view, sub, spelling);
+    // A glob is read through only while its upstream is away: the upstream
+    // would never retract a member Redis still holds but it deleted.
+    if (this.opts.shared?.healthy && !(sub.isCollection && sub.upstream.connected)) void this.readThrough(view, sub, spelling);
   }
 
   /** An L1 miss: look in the shared tier; whatever upstream says later still wins. */
@@ -212,18 +257,26 @@ export class Hub {
       const found = sub.isCollection ? await shared.getGlobMembers(sub.key) : await shared.getResource(sub.key);
       if (found === undefined || view.subs.get(spelling) !== sub || this.index.get(sub.key) !== sub) return;
       const { cache } = this.opts;
-      if (found === 'absent') {
-        if (cache.get(sub.key) || cache.memberCount(sub.key) > 0) return;
-        cache.markAbsent(sub.key);
-      } else {
-        const now = Date.now();
-        for (const stored of Array.isArray(found) ? found : [found]) {
-          if (stored.expiresAt !== undefined && stored.expiresAt <= now) continue;
-          if (!cache.get(stored.key)) this.admit(stored);
+      const known = (): boolean =>
+        sub.isCollection
+          ? cache.memberCount(sub.key) > 0 || (sub.kind === 'glob' && cache.isAbsent(sub.key))
+          : cache.get(sub.key) !== undefined || cache.isAbsent(sub.key);
+      // What the upstream said meanwhile wins (and a glob's upstream that came back answers it).
+      if (!known() && !(sub.isCollection && sub.upstream.connected)) {
+        if (found === 'absent') {
+          cache.markAbsent(sub.key);
+        } else {
+          const now = Date.now();
+          for (const stored of Array.isArray(found) ? found : [found]) {
+            if (stored.expiresAt !== undefined && stored.expiresAt <= now) continue;
+            if (!cache.get(stored.key)) this.admit(stored);
+          }
         }
       }
+      if (!known()) return; // nothing usable: the upstream answers
       const pending = new Pending();
-      this.answerFromCache(view, sub, spelling, pending);
+      // Shared-tier data never replaces a version the client holds: Redis may lag behind it.
+      this.answerFromCache(view, sub, spelling, pending, true);
       if (!pending.empty) this.opts.metrics.cacheHits.inc({ tier: 'shared' });
       this.sendPrivate(view, pending);
     } catch (err) {
@@ -264,7 +317,7 @@ export class Hub {
       if (key === undefined || collection === undefined) continue;
       const coll = this.index.get(collection);
       const known = cache.memberCount(collection) > 0 || cache.isAbsent(collection);
-      if (coll && coll.clients.has(view) && known && !cache.get(key)) this.retract(view, name, pending);
+      if (coll && coll.clients.has(view) && known && !cache.get(key) && !this.keepsHeld(coll)) this.retract(view, name, pending);
     }
   }
 
@@ -367,6 +420,7 @@ export class Hub {
       cache.clearAbsent(rk.key);
     } else {
       cache.set(entry);
+      this.divergent.delete(rk.key);
       batch.put.push(stored);
       if (stored.expiresAt !== undefined) this.expiring.add(rk.key);
       if (single) single.refetch = false;
@@ -430,6 +484,7 @@ export class Hub {
     const { cache } = this.opts;
     const entry = cache.delete(key);
     this.expiring.delete(key);
+    this.divergent.delete(key);
     cache.markAbsent(key);
     batch.remove.push({ key, glob: entry?.stored.glob });
     const single = this.index.get(key);
