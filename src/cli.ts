@@ -32,6 +32,8 @@ function parseArgs(argv: string[], strict = true) {
     .scriptName('xdstp-relay')
     .usage('$0 [options]\n\nA caching delta-xDS relay for xdstp:// resources.')
     .env('XDSTP_RELAY')
+    // Authority names contain dots (examples.local): keep config-file map keys whole.
+    .parserConfiguration({ 'dot-notation': false })
     .option('listen', { type: 'string', default: '0.0.0.0:18000', describe: 'Downstream delta-ADS address HOST:PORT' })
     .option('admin', { type: 'string', default: '0.0.0.0:9901', describe: 'Admin HTTP address HOST:PORT (/healthz, /readyz, /metrics)' })
     .option('authority', { type: 'string', array: true, describe: 'NAME=URI[,URI…] upstream for an xdstp authority (repeatable)' })

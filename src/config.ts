@@ -78,7 +78,7 @@ export interface RawOptions {
 
 /** Hides the password of a connection string in messages. */
 function redactUserinfo(s: string): string {
-  return s.replace(/\/\/[^/]*@/, '//***@');
+  return s.replace(/\/\/[^/]*@/g, '//***@').replace(/^[^/]*@/, '***@');
 }
 
 function unset(v: unknown): boolean {
