@@ -1,0 +1,208 @@
+/**
+ * Scenario 0's baseline: the fastest this runtime fans a delta-ADS response
+ * out. A bare server holding N open streams that, on command, writes ONE
+ * pre-encoded DeltaDiscoveryResponse to all of them. Modes:
+ *   grpc  — @grpc/grpc-js server with the same raw-bytes method the relay uses
+ *   h2    — raw node:http2 server writing the gRPC-framed bytes itself
+ * `perClient` encodes a fresh response per stream instead (what encode-once saves).
+ * It also serves the storm baseline (a pre-encoded N-resource response on each
+ * stream's first request) and a churn baseline (R responses/s round-robin).
+ */
+import * as http2 from 'node:http2';
+import * as grpc from '@grpc/grpc-js';
+import { deltaAdsServiceDefinition } from '../../src/proto/ads-service';
+import { encodeDeltaResponse } from '../../src/proto/delta-response';
+import { TYPE_URL, stampedVersion } from '../lib/names';
+import { encodeResource, payloadOf } from '../origin';
+
+type Mode = 'grpc' | 'h2';
+
+interface Sink {
+  requested: boolean;
+  write(bytes: Buffer): void;
+}
+
+const mode: Mode = process.argv.includes('--mode=h2') ? 'h2' : 'grpc';
+const sinks = new Set<Sink>();
+let syncResponse: Buffer | undefined;
+let nonce = 0;
+
+function framed(bytes: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(5 + bytes.length);
+  out[0] = 0;
+  out.writeUInt32BE(bytes.length, 1);
+  bytes.copy(out, 5);
+  return out;
+}
+
+function onFirstRequest(sink: Sink): void {
+  if (sink.requested) return;
+  sink.requested = true;
+  if (syncResponse) sink.write(syncResponse);
+}
+
+async function listen(): Promise<number> {
+  if (mode === 'grpc') {
+    // The relay's own downstream server options, so the only difference is the relay's work.
+    const server = new grpc.Server({
+      'grpc.keepalive_time_ms': 60_000,
+      'grpc.keepalive_timeout_ms': 20_000,
+      'grpc.keepalive_permit_without_calls': 1,
+      'grpc.max_receive_message_length': 4 * 1024 * 1024,
+    });
+    server.addService(deltaAdsServiceDefinition, {
+      DeltaAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => {
+        const sink: Sink = { requested: false, write: (b) => void call.write(b) };
+        sinks.add(sink);
+        call.on('data', () => onFirstRequest(sink));
+        const drop = (): void => void sinks.delete(sink);
+        call.on('end', () => {
+          drop();
+          call.end();
+        });
+        call.on('error', drop);
+        call.on('cancelled', drop);
+        call.on('close', drop);
+      },
+    });
+    return new Promise((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))),
+    );
+  }
+  const server = http2.createServer({ maxSessionMemory: 1 << 20 });
+  server.on('stream', (stream) => {
+    stream.respond({ ':status': 200, 'content-type': 'application/grpc' });
+    // h2 mode writes bytes that are already gRPC-framed.
+    const sink: Sink = { requested: false, write: (b) => void stream.write(b) };
+    sinks.add(sink);
+    stream.on('data', () => onFirstRequest(sink));
+    stream.on('close', () => sinks.delete(sink));
+    stream.on('error', () => sinks.delete(sink));
+  });
+  server.on('sessionError', () => undefined);
+  return new Promise((resolve) => {
+    server.listen(0, '127.0.0.1', () => {
+      const addr = server.address();
+      resolve(typeof addr === 'object' && addr ? addr.port : 0);
+    });
+  });
+}
+
+function envelope(resources: Buffer[]): Buffer {
+  const bytes = encodeDeltaResponse(TYPE_URL, resources, [], `c${++nonce}`);
+  return mode === 'h2' ? framed(bytes) : bytes;
+}
+
+function response(names: string[], version: string, payloadBytes: number): Buffer {
+  return envelope(names.map((n) => encodeResource(n, version, payloadOf(payloadBytes))));
+}
+
+interface FireCommand {
+  cmd: 'fire';
+  t0Us: number;
+  round: number;
+  name: string;
+  payloadBytes: number;
+  perClient: boolean;
+}
+
+interface ChurnCommand {
+  cmd: 'churn';
+  responsesPerSec: number;
+  durationMs: number;
+  name: string;
+  payloadBytes: number;
+}
+
+type Command =
+  | { cmd: 'ready' }
+  | FireCommand
+  | { cmd: 'syncResponse'; names: string[]; payloadBytes: number }
+  | ChurnCommand
+  | { cmd: 'exit' };
+
+function fire(c: FireCommand): object {
+  const started = process.hrtime.bigint();
+  const version = stampedVersion(c.t0Us, c.round);
+  let n = 0;
+  if (c.perClient) {
+    // Like the relay without response sharing: the resource bytes are shared, the response envelope is not.
+    const resource = encodeResource(c.name, version, payloadOf(c.payloadBytes));
+    for (const s of sinks) {
+      s.write(envelope([resource]));
+      n++;
+    }
+  } else {
+    const bytes = response([c.name], version, c.payloadBytes);
+    for (const s of sinks) {
+      s.write(bytes);
+      n++;
+    }
+  }
+  return { wrote: n, loopMs: Number(process.hrtime.bigint() - started) / 1e6 };
+}
+
+/** Writes `responsesPerSec` stamped responses per second, round-robin over the streams, in 10 ms ticks. */
+function churn(c: ChurnCommand): Promise<object> {
+  return new Promise((resolve) => {
+    const list = [...sinks];
+    let cursor = 0;
+    let sent = 0;
+    const start = Date.now();
+    let carry = 0;
+    const timer = setInterval(() => {
+      const elapsed = Date.now() - start;
+      if (elapsed >= c.durationMs || list.length === 0) {
+        clearInterval(timer);
+        resolve({ responses: sent });
+        return;
+      }
+      carry += c.responsesPerSec / 100;
+      const k = Math.floor(carry);
+      carry -= k;
+      if (k === 0) return;
+      const bytes = response([c.name], stampedVersion(Number(process.hrtime.bigint() / 1000n)), c.payloadBytes);
+      for (let j = 0; j < k; j++) {
+        list[cursor++ % list.length]!.write(bytes);
+        sent++;
+      }
+    }, 10);
+  });
+}
+
+async function handle(body: Command): Promise<object> {
+  switch (body.cmd) {
+    case 'ready': {
+      let requested = 0;
+      for (const s of sinks) if (s.requested) requested++;
+      return { streams: sinks.size, requested };
+    }
+    case 'fire':
+      return fire(body);
+    case 'syncResponse':
+      syncResponse = response(body.names, 'v1', body.payloadBytes);
+      return { bytes: syncResponse.length };
+    case 'churn':
+      return churn(body);
+    case 'exit':
+      setImmediate(() => process.exit(0));
+      return {};
+  }
+}
+
+process.on('message', (raw: unknown) => {
+  const req = raw as { id: number; body: Command };
+  handle(req.body).then(
+    (result) => process.send?.({ id: req.id, ok: true, result }),
+    (err: unknown) => process.send?.({ id: req.id, ok: false, error: String(err) }),
+  );
+});
+process.on('disconnect', () => process.exit(0));
+
+listen().then(
+  (port) => process.send?.({ id: 0, ok: true, result: { port, mode } }),
+  (err: unknown) => {
+    process.stderr.write(`ceiling: ${String(err)}\n`);
+    process.exit(1);
+  },
+);

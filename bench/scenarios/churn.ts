@@ -1,0 +1,266 @@
+/**
+ * Scenario 6: sustained churn. 10k resources, 2k clients × 20 singleton
+ * subscriptions; the origin changes resources at 100/s and 1,000/s (batched
+ * per 10 ms tick, like a control plane). The slow-consumer variant: 1% of the
+ * clients stop reading (their small flow-control window runs out, so the relay
+ * must hold their updates). Healthy clients' p99 must not move, so 1,000/s
+ * windows with and without the stall are interleaved and pooled (a major GC
+ * in the relay lands in either kind alike), and the relay must hold at most
+ * the latest version per stalled subscription (checked after resuming).
+ * Baseline: bare grpc-js writing the same number of responses per second.
+ * 20% of the changes hit the stallable clients' resources (in every window, so
+ * windows compare like for like), enough to exhaust a stalled client's window.
+ */
+import { BenchOrigin } from '../origin';
+import type { BenchContext, ScenarioResult } from '../lib/context';
+import { churnName, churnPicks, stampedVersion, type Plan } from '../lib/names';
+import { nowUs, sleep } from '../lib/proc';
+import { GenPool, metricValue, startCeiling, startRelay, type RelayProc } from '../lib/servers';
+import { fmt, fmtRatio, median, percentile, prng } from '../lib/stats';
+
+const RESOURCES = 10_000;
+const CLIENTS = 2_000;
+const SUBS = 20;
+const STALL_EVERY = 100;
+
+/** Share of changes drawn from the stallable clients' subscriptions, so a stall fills their window within a phase. */
+const HOT_SHARE = 0.2;
+
+/**
+ * Changes `rate` resources per second for `ms`, one origin batch per 10 ms tick:
+ * uniformly over all resources, except HOT_SHARE of them from `hot`.
+ */
+function drive(origin: BenchOrigin, rate: number, ms: number, seed: number, hot: readonly string[]): Promise<number> {
+  const rand = prng(seed);
+  return new Promise((resolve) => {
+    const start = Date.now();
+    let carry = 0;
+    let changes = 0;
+    const timer = setInterval(() => {
+      if (Date.now() - start >= ms) {
+        clearInterval(timer);
+        resolve(changes);
+        return;
+      }
+      carry += rate / 100;
+      const k = Math.floor(carry);
+      carry -= k;
+      if (k === 0) return;
+      const names = new Set<string>();
+      while (names.size < k) names.add(rand() < HOT_SHARE ? hot[Math.floor(rand() * hot.length)]! : churnName(Math.floor(rand() * RESOURCES)));
+      origin.change([...names], stampedVersion(nowUs()));
+      changes += k;
+    }, 10);
+  });
+}
+
+interface Window {
+  name: string;
+  rate: number;
+  ms: number;
+  changes: number;
+  responses: number;
+  cpuSec: number;
+  coalesced: number;
+  majorGcSec: number;
+  rssStart: number;
+  rssMax: number;
+  samples: number[];
+  stalledSamples: number[];
+}
+
+interface Pooled {
+  windows: number;
+  seconds: number;
+  changesPerSec: number;
+  responsesPerSec: number;
+  responsesPerCpuSec: number;
+  relayCpuShare: number;
+  healthyP50Ms: number;
+  healthyP99Ms: number;
+  healthyDeliveries: number;
+  stalledDeliveries: number;
+  coalesced: number;
+  majorGcSec: number;
+  rssGrowthMiB: number;
+}
+
+async function runWindow(
+  name: string,
+  relay: RelayProc,
+  origin: BenchOrigin,
+  gens: GenPool,
+  rate: number,
+  ms: number,
+  seed: number,
+  hot: readonly string[],
+): Promise<Window> {
+  await gens.record('churn', true, nowUs());
+  const m0 = await relay.metrics();
+  const cpu0 = relay.cpu();
+  const rssStart = relay.mem().rss;
+  let rssMax = rssStart;
+  const sampler = setInterval(() => (rssMax = Math.max(rssMax, relay.mem().rss)), 100);
+  const changes = await drive(origin, rate, ms, seed, hot);
+  await sleep(300);
+  const cpu1 = relay.cpu();
+  clearInterval(sampler);
+  const m1 = await relay.metrics();
+  const col = await gens.collect('churn');
+  await gens.record('churn', false, 0);
+  const d = (metric: string, labels?: Record<string, string>): number => (metricValue(m1, metric, labels) || 0) - (metricValue(m0, metric, labels) || 0);
+  return {
+    name,
+    rate,
+    ms,
+    changes,
+    responses: d('xdstp_relay_responses_sent_total'),
+    cpuSec: cpu1 - cpu0,
+    coalesced: d('xdstp_relay_coalesced_updates_total'),
+    majorGcSec: d('xdstp_relay_nodejs_gc_duration_seconds_sum', { kind: 'major' }),
+    rssStart,
+    rssMax,
+    samples: col.samples,
+    stalledSamples: col.stalledSamples,
+  };
+}
+
+function pool(ws: Window[]): Pooled {
+  const secs = ws.reduce((a, w) => a + w.ms, 0) / 1000;
+  const samples = ws.flatMap((w) => w.samples);
+  const responses = ws.reduce((a, w) => a + w.responses, 0);
+  const cpu = ws.reduce((a, w) => a + w.cpuSec, 0);
+  return {
+    windows: ws.length,
+    seconds: secs,
+    changesPerSec: ws.reduce((a, w) => a + w.changes, 0) / secs,
+    responsesPerSec: responses / secs,
+    responsesPerCpuSec: responses / cpu,
+    relayCpuShare: cpu / secs,
+    healthyP50Ms: median(samples),
+    healthyP99Ms: percentile(samples, 99),
+    healthyDeliveries: samples.length,
+    stalledDeliveries: ws.reduce((a, w) => a + w.stalledSamples.length, 0),
+    coalesced: ws.reduce((a, w) => a + w.coalesced, 0),
+    majorGcSec: ws.reduce((a, w) => a + w.majorGcSec, 0),
+    rssGrowthMiB: Math.max(...ws.map((w) => w.rssMax - w.rssStart)) / 2 ** 20,
+  };
+}
+
+export async function runChurn(ctx: BenchContext): Promise<ScenarioResult> {
+  const windowMs = ctx.full ? 8_000 : 3_000;
+  const pairs = ctx.full ? 4 : 2;
+  const gens = await GenPool.start(2);
+  ctx.defer(() => gens.stop());
+  const origin = await BenchOrigin.start({ payloadBytes: ctx.payloadBytes });
+  ctx.defer(() => origin.stop());
+  origin.put(Array.from({ length: RESOURCES }, (_, i) => churnName(i)), 'v1');
+  const relay = await startRelay({ originPort: origin.port });
+  ctx.defer(() => relay.stop());
+
+  const plan: Extract<Plan, { kind: 'churn' }> = { kind: 'churn', size: RESOURCES, perClient: SUBS, seed: 11 };
+  const o = await gens.open('churn', relay.port, CLIENTS, plan, { stallEvery: STALL_EVERY, concurrency: 256 });
+  const s = await gens.waitSynced('churn', 120_000);
+  if (o.failed > 0 || s.synced < CLIENTS) throw new Error(`only ${s.synced}/${CLIENTS} clients synced`);
+  await sleep(500);
+
+  const hot: string[] = [];
+  for (let i = STALL_EVERY - 1; i < CLIENTS; i += STALL_EVERY) hot.push(...churnPicks(plan, i).map(churnName));
+  let seed = 1;
+  const w100 = [await runWindow('100/s', relay, origin, gens, 100, windowMs, seed++, hot)];
+  const normal: Window[] = [];
+  const slow: Window[] = [];
+  let stalled = 0;
+  let checked = 0;
+  let converged = 0;
+  let maxBatch = 0;
+  for (let k = 0; k < pairs; k++) {
+    // Alternate which kind goes first.
+    for (const kind of k % 2 === 0 ? ['normal', 'stalled'] : ['stalled', 'normal']) {
+      if (kind === 'normal') {
+        normal.push(await runWindow('1000/s', relay, origin, gens, 1000, windowMs, seed++, hot));
+        continue;
+      }
+      stalled = await gens.stall('churn', true);
+      await sleep(100);
+      slow.push(await runWindow('1000/s, 1% stalled', relay, origin, gens, 1000, windowMs, seed++, hot));
+      // Resume; each stalled client must end up with exactly the latest version of its 20 names.
+      await gens.stall('churn', false);
+      await sleep(1500);
+      for (const c of (await gens.stallState('churn')).clients) {
+        const held = new Map(c.versions);
+        const names = churnPicks(plan, c.index).map(churnName);
+        checked++;
+        if (names.every((n) => held.get(n) === origin.versionOf(n))) converged++;
+        maxBatch = Math.max(maxBatch, c.maxBatchSinceResume);
+      }
+    }
+  }
+  const p100 = pool(w100);
+  const p1000 = pool(normal);
+  const pSlow = pool(slow);
+  ctx.log(
+    `  100/s p99 ${fmt(p100.healthyP99Ms)} ms; 1000/s p99 ${fmt(p1000.healthyP99Ms)} ms (major GC ${fmt(p1000.majorGcSec * 1000)} ms); ` +
+      `stalled windows healthy p99 ${fmt(pSlow.healthyP99Ms)} ms (major GC ${fmt(pSlow.majorGcSec * 1000)} ms), ${pSlow.coalesced} coalesced`,
+  );
+
+  // Baseline: bare grpc-js writing as many responses per second, round-robin over as many streams.
+  const ceil = await startCeiling('grpc');
+  ctx.defer(() => ceil.stop());
+  await gens.open('cchurn', ceil.port, CLIENTS, plan, { concurrency: 256 });
+  const deadline = Date.now() + 30_000;
+  while ((await ceil.rpc.call<{ requested: number }>({ cmd: 'ready' })).requested < CLIENTS && Date.now() < deadline) await sleep(100);
+  await gens.record('cchurn', true, nowUs());
+  const c0 = ceil.cpu();
+  const churned = await ceil.rpc.call<{ responses: number }>({
+    cmd: 'churn',
+    responsesPerSec: Math.round(p1000.responsesPerSec),
+    durationMs: windowMs,
+    name: churnName(0),
+    payloadBytes: ctx.payloadBytes,
+  });
+  await sleep(300);
+  const c1 = ceil.cpu();
+  const ccol = await gens.collect('cchurn');
+  const ceilPerCpu = churned.responses / (c1 - c0);
+  const ceilP99 = percentile(ccol.samples.concat(ccol.stalledSamples), 99);
+
+  const p99Ratio = pSlow.healthyP99Ms / p1000.healthyP99Ms;
+  const healthyUnchanged = p99Ratio <= 1.25 || pSlow.healthyP99Ms - p1000.healthyP99Ms < 5;
+  const strip = (ws: Window[]): object[] => ws.map(({ samples, stalledSamples, ...rest }) => ({ ...rest, healthyP99Ms: percentile(samples, 99), deliveries: samples.length, stalledDeliveries: stalledSamples.length }));
+  return {
+    id: '6',
+    title: `Sustained churn: ${CLIENTS.toLocaleString('en-US')} clients × ${SUBS} subs over ${RESOURCES.toLocaleString('en-US')} resources`,
+    figures:
+      `100/s: ${fmt(p100.responsesPerCpuSec)} resp/CPU-s, p99 ${fmt(p100.healthyP99Ms)} ms; ` +
+      `1000/s (achieved ${fmt(p1000.changesPerSec, 0)}/s): ${fmt(p1000.responsesPerSec)} resp/s, ${fmt(p1000.responsesPerCpuSec)} resp/CPU-s, relay CPU ${fmt(p1000.relayCpuShare * 100, 0)}%, ` +
+      `p50 ${fmt(p1000.healthyP50Ms)} / p99 ${fmt(p1000.healthyP99Ms)} ms; ` +
+      `1% stalled (${stalled} clients, ${slow.length} windows interleaved): healthy p99 ${fmt(pSlow.healthyP99Ms)} ms, ${pSlow.coalesced} updates coalesced, RSS +${fmt(pSlow.rssGrowthMiB)} MiB max per window; ` +
+      `after each resume ${converged}/${checked} stalled clients hold the latest of all ${SUBS}, largest catch-up response ${maxBatch} resources`,
+    ratio:
+      `resp/CPU-s relay ÷ bare grpc-js ${fmtRatio(p1000.responsesPerCpuSec / ceilPerCpu)} (baseline ${fmt(ceilPerCpu)} resp/CPU-s, p99 ${fmt(ceilP99)} ms); ` +
+      `healthy p99 stalled ÷ normal ${fmtRatio(p99Ratio)} (relay major GC ${fmt(pSlow.majorGcSec * 1000)} vs ${fmt(p1000.majorGcSec * 1000)} ms)`,
+    targets: [
+      { target: 'healthy p99 unchanged with 1% stalled', value: `${fmt(p1000.healthyP99Ms)} → ${fmt(pSlow.healthyP99Ms)} ms`, verdict: healthyUnchanged ? 'met' : 'missed' },
+      {
+        target: 'stalled client holds ≤ latest version per subscription',
+        value: `catch-up ≤ ${maxBatch} resources for ${SUBS} subs; ${converged}/${checked} converged; ${pSlow.coalesced} coalesced`,
+        verdict: maxBatch <= SUBS && converged === checked && pSlow.coalesced > 0 ? 'met' : 'missed',
+      },
+    ],
+    data: {
+      resources: RESOURCES,
+      clients: CLIENTS,
+      subs: SUBS,
+      stalledClients: stalled,
+      hotShare: HOT_SHARE,
+      windowMs,
+      rate100: p100,
+      rate1000: p1000,
+      stalledWindows: pSlow,
+      windows: strip([...w100, ...normal, ...slow]),
+      stalledAfterResume: { converged, checked, maxBatch },
+      ceiling: { responsesPerSec: p1000.responsesPerSec, responses: churned.responses, cpuSec: c1 - c0, responsesPerCpuSec: ceilPerCpu, p99Ms: ceilP99 },
+    },
+  };
+}

@@ -1,0 +1,272 @@
+/**
+ * Scenarios 0, 1 and 2, interleaved round by round so machine drift hits all
+ * of them alike:
+ *   0  ceiling — bare grpc-js (and raw node:http2) writing one pre-encoded
+ *      response to N streams; also grpc-js encoding per client.
+ *   1  the relay: N clients on one glob, the origin changes one member.
+ *   2  the relay with --no-share-responses (encode-once ablation).
+ * Every round: latency until the LAST client has the change (stamped in the
+ * version bytes, so the load generator reads it from the wire), server CPU
+ * per 1,000 deliveries, and the load generators' own CPU share.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { BenchOrigin } from '../origin';
+import type { BenchContext, ScenarioResult } from '../lib/context';
+import { fanGlob, fanMember, stampedVersion, type Plan } from '../lib/names';
+import { cpuSettled, nowUs, sleep } from '../lib/proc';
+import { GenPool, metricValue, startCeiling, startRelay, type RelayProc } from '../lib/servers';
+import { fmt, fmtRatio, max, median, percentile } from '../lib/stats';
+import { summarizeProfile } from '../lib/cpuprofile';
+
+const MEMBERS = 4;
+
+interface Target {
+  key: 'ceiling' | 'ceilingPerClient' | 'h2' | 'relay' | 'noshare';
+  label: string;
+  group: string;
+  pid: number;
+  relay?: RelayProc;
+  fire(t0Us: number, round: number): Promise<unknown>;
+}
+
+interface RoundRecord {
+  round: number;
+  lastMs: number;
+  clientP50Ms: number;
+  clientP99Ms: number;
+  got: number;
+  total: number;
+  cpuMs: number;
+  genCpuShare: number;
+  encodes: number;
+}
+
+interface TargetSummary {
+  label: string;
+  rounds: number;
+  lastP50Ms: number;
+  lastP99Ms: number;
+  clientP50Ms: number;
+  cpuMsPer1k: number;
+  genCpuShare: number;
+  encodesPerUpdate: number;
+  minDelivered: number;
+  records: RoundRecord[];
+}
+
+function summarize(label: string, records: RoundRecord[]): TargetSummary {
+  return {
+    label,
+    rounds: records.length,
+    lastP50Ms: median(records.map((r) => r.lastMs)),
+    lastP99Ms: percentile(records.map((r) => r.lastMs), 99),
+    clientP50Ms: median(records.map((r) => r.clientP50Ms)),
+    cpuMsPer1k: median(records.map((r) => (r.cpuMs / Math.max(1, r.got)) * 1000)),
+    genCpuShare: median(records.map((r) => r.genCpuShare)),
+    encodesPerUpdate: median(records.map((r) => r.encodes)),
+    minDelivered: Math.min(...records.map((r) => r.got / r.total)),
+    records,
+  };
+}
+
+export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
+  const N = ctx.clients ?? (ctx.full ? 10_000 : 2_000);
+  const rounds = ctx.rounds ?? 20;
+  const warmup = 2;
+  const gens = await GenPool.start(ctx.full ? 4 : 2);
+  ctx.defer(() => gens.stop());
+
+  const origin = await BenchOrigin.start({ payloadBytes: ctx.payloadBytes });
+  ctx.defer(() => origin.stop());
+  for (const tag of ['A', 'B']) origin.put(Array.from({ length: MEMBERS }, (_, j) => fanMember(tag, j)), 'v0');
+
+  const profDir = path.join(ctx.resultsDir, `prof-${ctx.runId}`);
+  const relayA = await startRelay({
+    originPort: origin.port,
+    share: true,
+    nodeArgs: ctx.profile ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [],
+  });
+  ctx.defer(() => relayA.stop());
+  const relayB = await startRelay({ originPort: origin.port, share: false });
+  ctx.defer(() => relayB.stop());
+  const ceil = await startCeiling('grpc');
+  ctx.defer(() => ceil.stop());
+  const h2 = await startCeiling('h2');
+  ctx.defer(() => h2.stop());
+
+  const payloadBytes = ctx.payloadBytes;
+  const ceilName = fanMember('C', 0);
+  const targets: Target[] = [
+    {
+      key: 'ceiling',
+      label: 'bare grpc-js, one encoding',
+      group: 'ceil',
+      pid: ceil.pid,
+      fire: (t0Us, round) => ceil.rpc.call({ cmd: 'fire', t0Us, round, name: ceilName, payloadBytes, perClient: false }),
+    },
+    {
+      key: 'relay',
+      label: 'relay',
+      group: 'relay',
+      pid: relayA.pid,
+      relay: relayA,
+      fire: async (t0Us, round) => origin.change([fanMember('A', round % MEMBERS)], stampedVersion(t0Us, round)),
+    },
+    {
+      key: 'h2',
+      label: 'raw node:http2',
+      group: 'h2',
+      pid: h2.pid,
+      fire: (t0Us, round) => h2.rpc.call({ cmd: 'fire', t0Us, round, name: ceilName, payloadBytes, perClient: false }),
+    },
+    {
+      key: 'noshare',
+      label: 'relay --no-share-responses',
+      group: 'noshare',
+      pid: relayB.pid,
+      relay: relayB,
+      fire: async (t0Us, round) => origin.change([fanMember('B', round % MEMBERS)], stampedVersion(t0Us, round)),
+    },
+    {
+      key: 'ceilingPerClient',
+      label: 'bare grpc-js, encoding per client',
+      group: 'ceil',
+      pid: ceil.pid,
+      fire: (t0Us, round) => ceil.rpc.call({ cmd: 'fire', t0Us, round, name: ceilName, payloadBytes, perClient: true }),
+    },
+  ];
+
+  // Connect N clients to each server (one stream per connection, like N Envoys).
+  const connect = async (group: string, port: number, plan: Plan, isRelay: boolean, readyCheck?: () => Promise<boolean>): Promise<void> => {
+    const o = await gens.open(group, port, N, plan, { subscribe: true, ack: ctx.ack });
+    if (o.failed > 0) throw new Error(`${group}: ${o.failed} of ${N} connections failed (${o.firstError ?? ''})`);
+    if (isRelay) {
+      const s = await gens.waitSynced(group, 120_000);
+      if (s.synced < N) throw new Error(`${group}: only ${s.synced}/${N} clients synced (${JSON.stringify(s.endReasons)})`);
+    } else if (readyCheck) {
+      const deadline = Date.now() + 60_000;
+      while (!(await readyCheck())) {
+        if (Date.now() > deadline) throw new Error(`${group}: ceiling never saw all ${N} requests`);
+        await sleep(100);
+      }
+    }
+    ctx.log(`  ${group}: ${N} streams open in ${(o.ms / 1000).toFixed(1)} s`);
+  };
+  const ceilingReady = (c: typeof ceil) => async (): Promise<boolean> => (await c.rpc.call<{ requested: number }>({ cmd: 'ready' })).requested >= N;
+  await connect('ceil', ceil.port, { kind: 'same', names: [fanGlob('C')], expect: 0 }, false, ceilingReady(ceil));
+  await connect('h2', h2.port, { kind: 'same', names: [fanGlob('C')], expect: 0 }, false, ceilingReady(h2));
+  await connect('relay', relayA.port, { kind: 'same', names: [fanGlob('A')], expect: MEMBERS }, true);
+  await connect('noshare', relayB.port, { kind: 'same', names: [fanGlob('B')], expect: MEMBERS }, true);
+  await sleep(500);
+
+  const records = new Map<Target['key'], RoundRecord[]>(targets.map((t) => [t.key, []]));
+  let round = 0;
+  // The relay's measured rounds, from the change to CPU settled (admin scrapes excluded).
+  const relayWindows: Array<{ fromUs: number; toUs: number }> = [];
+  for (let r = 0; r < warmup + rounds; r++) {
+    // Rotate the order every round so no server always follows the same one.
+    const order = targets.map((_, i) => targets[(i + r) % targets.length]!);
+    for (const t of order) {
+      round++;
+      // Every server settled after its previous round, so it is idle now; this read is the baseline.
+      const enc0 = t.relay ? metricValue(await t.relay.metrics(), 'xdstp_relay_responses_encoded_total') : NaN;
+      const cpu0 = await cpuSettled(t.pid, 20, 500);
+      const g0 = gens.cpu();
+      const t0 = nowUs();
+      const watching = gens.watch(t.group, round, 20_000);
+      await t.fire(t0, round);
+      const res = await watching;
+      const tDone = nowUs();
+      const g1 = gens.cpu();
+      const cpu1 = await cpuSettled(t.pid, 40, 3000);
+      if (t.key === 'relay' && r >= warmup) relayWindows.push({ fromUs: t0, toUs: nowUs() });
+      const enc1 = t.relay ? metricValue(await t.relay.metrics(), 'xdstp_relay_responses_encoded_total') : NaN;
+      if (r < warmup) continue;
+      records.get(t.key)!.push({
+        round,
+        lastMs: res.got === res.total ? max(res.lat) : NaN,
+        clientP50Ms: median(res.lat),
+        clientP99Ms: percentile(res.lat, 99),
+        got: res.got,
+        total: res.total,
+        cpuMs: (cpu1 - cpu0) * 1000,
+        genCpuShare: (g1 - g0) / ((tDone - t0) / 1e6),
+        encodes: t.relay ? enc1 - enc0 : t.key === 'ceilingPerClient' ? res.total : 1,
+      });
+    }
+    if (r === warmup - 1) ctx.log(`  warm-up done; measuring ${rounds} interleaved rounds`);
+  }
+
+  const S = new Map<Target['key'], TargetSummary>();
+  for (const t of targets) S.set(t.key, summarize(t.label, records.get(t.key)!));
+  const ceiling = S.get('ceiling')!;
+  const perClient = S.get('ceilingPerClient')!;
+  const h2s = S.get('h2')!;
+  const relay = S.get('relay')!;
+  const noshare = S.get('noshare')!;
+
+  let profile: unknown;
+  if (ctx.profile) {
+    await gens.close('relay');
+    await relayA.stop();
+    await sleep(500);
+    const files = fs.existsSync(profDir) ? fs.readdirSync(profDir).filter((f) => f.endsWith('.cpuprofile')) : [];
+    if (files.length > 0) {
+      // Only the measured rounds (the relay is idle while the other servers take their turns).
+      profile = summarizeProfile(path.join(profDir, files[0]!), 25, relayWindows);
+      ctx.log(`  relay CPU profile: ${path.join(profDir, files[0]!)} (measured rounds only below)`);
+      const ps = profile as ReturnType<typeof summarizeProfile>;
+      ctx.log(`  busy ${ps.busyMs} ms; by category: ${ps.byCategory.slice(0, 12).map((c) => `${c.category} ${c.pct}%`).join(', ')}`);
+      for (const f of ps.topSelf.slice(0, 15)) ctx.log(`    self ${String(f.pct).padStart(5)}%  ${f.fn}`);
+      for (const f of ps.topInclusive.slice(0, 25)) ctx.log(`    incl ${String(f.pct).padStart(5)}%  ${f.fn}`);
+    }
+  }
+
+  const common = { N, rounds, payloadBytes, loadgenProcesses: gens.gens.length, clientsAck: ctx.ack };
+  const fanoutSpeed = ceiling.lastP50Ms / relay.lastP50Ms;
+  const fanoutSpeedP99 = ceiling.lastP99Ms / relay.lastP99Ms;
+  const line = (s: TargetSummary): string => `p50 ${fmt(s.lastP50Ms)} / p99 ${fmt(s.lastP99Ms)} ms, CPU ${fmt(s.cpuMsPer1k)} ms/1k`;
+  const genShares = [ceiling, h2s, relay, noshare].map((s) => s.genCpuShare);
+
+  const r0: ScenarioResult = {
+    id: '0',
+    title: `Ceiling: one pre-encoded response to ${N.toLocaleString('en-US')} streams`,
+    figures:
+      `grpc-js ${line(ceiling)}; node:http2 ${line(h2s)}; grpc-js encoding per client ${line(perClient)}; ` +
+      `load-gen CPU share ${fmt(Math.min(...genShares) * 100, 0)}–${fmt(Math.max(...genShares) * 100, 0)}% of its core`,
+    ratio: `http2 ÷ grpc-js time ${fmtRatio(h2s.lastP50Ms / ceiling.lastP50Ms)} p50; per-client encoding ÷ one encoding ${fmtRatio(perClient.lastP50Ms / ceiling.lastP50Ms)} p50, ${fmtRatio(perClient.lastP99Ms / ceiling.lastP99Ms)} p99`,
+    targets: [],
+    data: { ...common, ceiling, ceilingPerClient: perClient, h2: h2s },
+  };
+  const r1: ScenarioResult = {
+    id: '1',
+    title: `Fan-out latency: ${N.toLocaleString('en-US')} clients on one glob, one change`,
+    figures: `relay ${line(relay)}; client p50 ${fmt(relay.clientP50Ms)} ms; ${fmt(relay.encodesPerUpdate, 0)} encoding(s)/update; delivered ${fmt(relay.minDelivered * 100, 0)}%`,
+    ratio: `relay ÷ ceiling time ${fmtRatio(relay.lastP50Ms / ceiling.lastP50Ms)} p50, ${fmtRatio(relay.lastP99Ms / ceiling.lastP99Ms)} p99; speed = ${fmt(fanoutSpeed, 2)} of ceiling; CPU ${fmtRatio(relay.cpuMsPer1k / ceiling.cpuMsPer1k)}`,
+    targets: [
+      { target: 'fan-out ≥ 0.7 of ceiling (p50)', value: fmt(fanoutSpeed, 2), verdict: fanoutSpeed >= 0.7 ? 'met' : 'missed' },
+      { target: 'fan-out ≥ 0.7 of ceiling (p99)', value: fmt(fanoutSpeedP99, 2), verdict: fanoutSpeedP99 >= 0.7 ? 'met' : 'missed' },
+      {
+        target: 'update reaches 10,000 clients < 1 s p99',
+        value: `${fmt(relay.lastP99Ms)} ms at N=${N}`,
+        verdict: N >= 10_000 ? (relay.lastP99Ms < 1000 ? 'met' : 'missed') : 'n/a',
+      },
+      {
+        target: 'serialization ∝ distinct responses',
+        value: `${fmt(relay.encodesPerUpdate, 0)} encoding(s) for ${N} clients`,
+        verdict: relay.encodesPerUpdate <= 1 ? 'met' : 'missed',
+      },
+    ],
+    data: { ...common, relay, ceiling: { lastP50Ms: ceiling.lastP50Ms, lastP99Ms: ceiling.lastP99Ms, cpuMsPer1k: ceiling.cpuMsPer1k }, ...(profile ? { profile } : {}) },
+  };
+  const r2: ScenarioResult = {
+    id: '2',
+    title: 'Encode-once ablation: relay with --no-share-responses',
+    figures: `no-share ${line(noshare)}; ${fmt(noshare.encodesPerUpdate, 0)} encodings/update`,
+    ratio: `no-share ÷ shared time ${fmtRatio(noshare.lastP50Ms / relay.lastP50Ms)} p50, ${fmtRatio(noshare.lastP99Ms / relay.lastP99Ms)} p99; CPU ${fmtRatio(noshare.cpuMsPer1k / relay.cpuMsPer1k)}; ÷ ceiling ${fmtRatio(noshare.lastP50Ms / ceiling.lastP50Ms)} p50`,
+    targets: [],
+    data: { ...common, noshare, relay: { lastP50Ms: relay.lastP50Ms, lastP99Ms: relay.lastP99Ms, cpuMsPer1k: relay.cpuMsPer1k } },
+  };
+  return [r0, r1, r2];
+}

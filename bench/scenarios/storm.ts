@@ -1,0 +1,134 @@
+/**
+ * Scenario 3: initial sync / reconnect storm. N clients connect at once; each
+ * subscribes to 20 cached singletons + 1 glob of 100 (120 resources). Rounds
+ * alternate with a baseline: a bare grpc-js server answering each stream's
+ * first request with one pre-encoded 120-resource response.
+ */
+import { BenchOrigin } from '../origin';
+import type { BenchContext, ScenarioResult } from '../lib/context';
+import { poolName, syncGlob, syncMember, type Plan } from '../lib/names';
+import { cpuSeconds, memStatus, sleep } from '../lib/proc';
+import { GenPool, metricValue, startCeiling, startRelay } from '../lib/servers';
+import { fmt, fmtRatio, max, median, percentile } from '../lib/stats';
+
+const POOL = 1000;
+const GLOB_MEMBERS = 100;
+const PER_CLIENT = 20;
+
+interface StormRound {
+  target: 'relay' | 'ceiling';
+  synced: number;
+  total: number;
+  lastMs: number;
+  p50Ms: number;
+  p99Ms: number;
+  syncedPerSec: number;
+  cpuSec: number;
+  peakRss: number;
+  rssBefore: number;
+  upstreamSubscribeRequests?: number;
+  originSubscribeRequests?: number;
+  cacheMisses?: number;
+}
+
+export async function runStorm(ctx: BenchContext): Promise<ScenarioResult> {
+  const N = ctx.clients ?? (ctx.full ? 10_000 : 1_000);
+  const rounds = 3;
+  const gens = await GenPool.start(ctx.full ? 4 : 2);
+  ctx.defer(() => gens.stop());
+  const origin = await BenchOrigin.start({ payloadBytes: ctx.payloadBytes });
+  ctx.defer(() => origin.stop());
+  origin.put(Array.from({ length: POOL }, (_, i) => poolName(i)), 'v1');
+  origin.put(Array.from({ length: GLOB_MEMBERS }, (_, j) => syncMember(j)), 'v1');
+
+  const relay = await startRelay({ originPort: origin.port });
+  ctx.defer(() => relay.stop());
+  const ceil = await startCeiling('grpc');
+  ctx.defer(() => ceil.stop());
+  const names = [...Array.from({ length: PER_CLIENT }, (_, i) => poolName(i)), ...Array.from({ length: GLOB_MEMBERS }, (_, j) => syncMember(j))];
+  await ceil.rpc.call({ cmd: 'syncResponse', names, payloadBytes: ctx.payloadBytes });
+
+  // One long-lived client holds every key, so the relay has them all cached.
+  const warmPlan: Plan = { kind: 'pool', size: POOL, perClient: POOL, extra: [syncGlob()], extraResources: GLOB_MEMBERS };
+  await gens.open('warm', relay.port, 1, warmPlan);
+  const warm = await gens.waitSynced('warm', 30_000);
+  if (warm.synced !== 1) throw new Error('warm-up client did not sync');
+  await sleep(500);
+
+  const plan: Plan = { kind: 'pool', size: POOL, perClient: PER_CLIENT, extra: [syncGlob()], extraResources: GLOB_MEMBERS };
+  const records: StormRound[] = [];
+  for (let r = 0; r < rounds; r++) {
+    const order: Array<'relay' | 'ceiling'> = r % 2 === 0 ? ['ceiling', 'relay'] : ['relay', 'ceiling'];
+    for (const target of order) {
+      const pid = target === 'relay' ? relay.pid : ceil.pid;
+      const port = target === 'relay' ? relay.port : ceil.port;
+      const m0 = target === 'relay' ? await relay.metrics() : '';
+      const o0 = origin.snapshot();
+      const rssBefore = memStatus(pid).rss;
+      let peak = rssBefore;
+      const sampler = setInterval(() => {
+        const rss = memStatus(pid).rss;
+        if (rss > peak) peak = rss;
+      }, 25);
+      const cpu0 = cpuSeconds(pid);
+      const opened = gens.open('storm', port, N, plan, { subscribe: true, concurrency: 512 });
+      const res = await gens.waitSynced('storm', ctx.full ? 180_000 : 60_000);
+      const cpu1 = cpuSeconds(pid);
+      clearInterval(sampler);
+      const o = await opened;
+      if (o.failed > 0) ctx.log(`  ${target}: ${o.failed} connections failed (${o.firstError ?? ''})`);
+      // Let the relay's upstream batch window (100 ms) pass before counting upstream requests.
+      await sleep(300);
+      const rec: StormRound = {
+        target,
+        synced: res.synced,
+        total: res.total,
+        lastMs: max(res.times),
+        p50Ms: median(res.times),
+        p99Ms: percentile(res.times, 99),
+        syncedPerSec: res.synced / (max(res.times) / 1000),
+        cpuSec: cpu1 - cpu0,
+        peakRss: Math.max(peak, memStatus(pid).rss),
+        rssBefore,
+      };
+      if (target === 'relay') {
+        const m1 = await relay.metrics();
+        const sub = (m: string): number => metricValue(m, 'xdstp_relay_upstream_requests_total', { kind: 'subscribe' }) || 0;
+        rec.upstreamSubscribeRequests = sub(m1) - sub(m0);
+        rec.originSubscribeRequests = origin.snapshot().subscribeRequests - o0.subscribeRequests;
+        rec.cacheMisses = (metricValue(m1, 'xdstp_relay_cache_misses_total') || 0) - (metricValue(m0, 'xdstp_relay_cache_misses_total') || 0);
+      }
+      records.push(rec);
+      ctx.log(
+        `  ${target} round ${r + 1}: ${res.synced}/${res.total} synced in ${fmt(rec.lastMs)} ms (${fmt(rec.syncedPerSec)} clients/s; ` +
+          `connects done at ${fmt(o.ms)} ms; server CPU ${fmt(rec.cpuSec, 2)} s)`,
+      );
+      await gens.close('storm');
+      // Wait for the relay to see the clients go (only the warm-up client left).
+      if (target === 'relay') {
+        const deadline = Date.now() + 20_000;
+        while (Date.now() < deadline && metricValue(await relay.metrics(), 'xdstp_relay_downstream_streams') > 1) await sleep(100);
+      }
+      await sleep(300);
+    }
+  }
+  const rel = records.filter((x) => x.target === 'relay');
+  const cei = records.filter((x) => x.target === 'ceiling');
+  const relayRate = median(rel.map((x) => x.syncedPerSec));
+  const ceilRate = median(cei.map((x) => x.syncedPerSec));
+  const upstream = max(rel.map((x) => Math.max(x.upstreamSubscribeRequests ?? 0, x.originSubscribeRequests ?? 0)));
+  const peakRss = max(rel.map((x) => x.peakRss));
+  const allSynced = rel.every((x) => x.synced === x.total);
+  return {
+    id: '3',
+    title: `Initial sync / reconnect storm: ${N.toLocaleString('en-US')} clients × (20 cached + glob of 100)`,
+    figures:
+      `relay ${fmt(relayRate)} clients/s (all synced in ${fmt(median(rel.map((x) => x.lastMs)))} ms, per-client p50 ${fmt(median(rel.map((x) => x.p50Ms)))} / p99 ${fmt(median(rel.map((x) => x.p99Ms)))} ms); ` +
+      `upstream requests during storm ${upstream}; cache misses ${max(rel.map((x) => x.cacheMisses ?? 0))}; ` +
+      `peak RSS ${fmt(peakRss / 2 ** 20)} MiB (from ${fmt(median(rel.map((x) => x.rssBefore)) / 2 ** 20)} MiB); relay CPU ${fmt(median(rel.map((x) => x.cpuSec)), 2)} s` +
+      (allSynced ? '' : `; NOT ALL SYNCED (${rel.map((x) => `${x.synced}/${x.total}`).join(', ')})`),
+    ratio: `relay ÷ bare grpc-js (one pre-encoded 120-resource response) clients/s ${fmtRatio(relayRate / ceilRate)} (baseline ${fmt(ceilRate)} clients/s, peak RSS ${fmt(max(cei.map((x) => x.peakRss)) / 2 ** 20)} MiB)`,
+    targets: [{ target: '0 upstream requests for cache hits', value: String(upstream), verdict: upstream === 0 ? 'met' : 'missed' }],
+    data: { N, rounds, perClient: PER_CLIENT, globMembers: GLOB_MEMBERS, relaySyncedPerSec: relayRate, ceilingSyncedPerSec: ceilRate, records },
+  };
+}
