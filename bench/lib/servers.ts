@@ -167,8 +167,8 @@ export interface CeilingProc {
   stop(): Promise<void>;
 }
 
-export async function startCeiling(mode: 'grpc' | 'h2'): Promise<CeilingProc> {
-  const child = spawnPinned(SERVER_CORE, process.execPath, [CEILING_PATH, `--mode=${mode}`], {
+export async function startCeiling(mode: 'grpc' | 'h2', nodeArgs: string[] = []): Promise<CeilingProc> {
+  const child = spawnPinned(SERVER_CORE, process.execPath, [...nodeArgs, CEILING_PATH, `--mode=${mode}`], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   const rpc = new RpcChild(`ceiling-${mode}`, child);

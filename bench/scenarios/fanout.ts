@@ -10,6 +10,7 @@
  * per 1,000 deliveries, and the load generators' own CPU share.
  */
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { BenchOrigin } from '../origin';
 import type { BenchContext, ScenarioResult } from '../lib/context';
@@ -81,7 +82,8 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
   ctx.defer(() => origin.stop());
   for (const tag of ['A', 'B']) origin.put(Array.from({ length: MEMBERS }, (_, j) => fanMember(tag, j)), 'v0');
 
-  const profDir = path.join(ctx.resultsDir, `prof-${ctx.runId}`);
+  // Profiles are large and not results: they go to the temp dir (bench/results keeps only JSON).
+  const profDir = path.join(os.tmpdir(), `xdstp-bench-prof-${ctx.runId}`);
   const relayA = await startRelay({
     originPort: origin.port,
     share: true,
@@ -90,7 +92,8 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
   ctx.defer(() => relayA.stop());
   const relayB = await startRelay({ originPort: origin.port, share: false });
   ctx.defer(() => relayB.stop());
-  const ceil = await startCeiling('grpc');
+  const ceilProfDir = path.join(os.tmpdir(), `xdstp-bench-prof-${ctx.runId}-ceiling`);
+  const ceil = await startCeiling('grpc', ctx.profile ? ['--cpu-prof', `--cpu-prof-dir=${ceilProfDir}`] : []);
   ctx.defer(() => ceil.stop());
   const h2 = await startCeiling('h2');
   ctx.defer(() => h2.stop());
@@ -164,6 +167,7 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
   let round = 0;
   // The relay's measured rounds, from the change to CPU settled (admin scrapes excluded).
   const relayWindows: Array<{ fromUs: number; toUs: number }> = [];
+  const ceilingWindows: Array<{ fromUs: number; toUs: number }> = [];
   for (let r = 0; r < warmup + rounds; r++) {
     // Rotate the order every round so no server always follows the same one.
     const order = targets.map((_, i) => targets[(i + r) % targets.length]!);
@@ -181,6 +185,7 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
       const g1 = gens.cpu();
       const cpu1 = await cpuSettled(t.pid, 40, 3000);
       if (t.key === 'relay' && r >= warmup) relayWindows.push({ fromUs: t0, toUs: nowUs() });
+      if (t.key === 'ceiling' && r >= warmup) ceilingWindows.push({ fromUs: t0, toUs: nowUs() });
       const enc1 = t.relay ? metricValue(await t.relay.metrics(), 'xdstp_relay_responses_encoded_total') : NaN;
       if (r < warmup) continue;
       records.get(t.key)!.push({
@@ -207,10 +212,15 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
   const noshare = S.get('noshare')!;
 
   let profile: unknown;
+  let ceilingProfile: unknown;
   if (ctx.profile) {
     await gens.close('relay');
     await relayA.stop();
+    await gens.close('ceil');
+    await ceil.stop();
     await sleep(500);
+    const cfiles = fs.existsSync(ceilProfDir) ? fs.readdirSync(ceilProfDir).filter((f) => f.endsWith('.cpuprofile')) : [];
+    if (cfiles.length > 0) ceilingProfile = summarizeProfile(path.join(ceilProfDir, cfiles[0]!), 25, ceilingWindows);
     const files = fs.existsSync(profDir) ? fs.readdirSync(profDir).filter((f) => f.endsWith('.cpuprofile')) : [];
     if (files.length > 0) {
       // Only the measured rounds (the relay is idle while the other servers take their turns).
@@ -258,7 +268,7 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
         verdict: relay.encodesPerUpdate <= 1 ? 'met' : 'missed',
       },
     ],
-    data: { ...common, relay, ceiling: { lastP50Ms: ceiling.lastP50Ms, lastP99Ms: ceiling.lastP99Ms, cpuMsPer1k: ceiling.cpuMsPer1k }, ...(profile ? { profile } : {}) },
+    data: { ...common, relay, ceiling: { lastP50Ms: ceiling.lastP50Ms, lastP99Ms: ceiling.lastP99Ms, cpuMsPer1k: ceiling.cpuMsPer1k }, ...(profile ? { profile, profileWindows: relayWindows, ceilingProfile, ceilingProfileWindows: ceilingWindows } : {}) },
   };
   const r2: ScenarioResult = {
     id: '2',

@@ -26,17 +26,23 @@ interface Level {
   /** Slope from the previous level: what each added client cost. */
   relayMarginalKB: number;
   ceilingMarginalKB: number;
+  /** Wall time of one GET /metrics (it runs on the relay's event loop). */
+  metricsScrapeMs: number;
 }
 
-async function sampleRelay(relay: RelayProc, n = 4): Promise<{ rss: number; heap: number }> {
+async function sampleRelay(relay: RelayProc, n = 4): Promise<{ rss: number; heap: number; scrapeMs: number }> {
   const rss: number[] = [];
   const heap: number[] = [];
+  const scrape: number[] = [];
   for (let i = 0; i < n; i++) {
     rss.push(relay.mem().rss);
-    heap.push(metricValue(await relay.metrics(), 'xdstp_relay_nodejs_heap_size_used_bytes'));
+    const t0 = process.hrtime.bigint();
+    const text = await relay.metrics();
+    scrape.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    heap.push(metricValue(text, 'xdstp_relay_nodejs_heap_size_used_bytes'));
     await sleep(200);
   }
-  return { rss: median(rss), heap: median(heap) };
+  return { rss: median(rss), heap: median(heap), scrapeMs: median(scrape) };
 }
 
 export async function runIdle(ctx: BenchContext): Promise<ScenarioResult> {
@@ -87,6 +93,7 @@ export async function runIdle(ctx: BenchContext): Promise<ScenarioResult> {
       ceilingRssPerClientKB: (c - ceilBase) / level / 1024,
       relayMarginalKB: (m.rss - prev.rss) / (level - before) / 1024,
       ceilingMarginalKB: (c - prev.ceil) / (level - before) / 1024,
+      metricsScrapeMs: m.scrapeMs,
     };
     prev = { rss: m.rss, ceil: c };
     out.push(lv);
@@ -101,9 +108,9 @@ export async function runIdle(ctx: BenchContext): Promise<ScenarioResult> {
         .map(
           (l) =>
             `${l.clients.toLocaleString('en-US')}: RSS ${fmt(l.relayRssPerClientKB)} KB, heap ${fmt(l.relayHeapPerClientKB)} KB per client ` +
-            `(marginal ${fmt(l.relayMarginalKB)} KB; relay ${fmt(l.relayRss / 2 ** 20)} MiB)`,
+            `(marginal ${fmt(l.relayMarginalKB)} KB; relay ${fmt(l.relayRss / 2 ** 20)} MiB; GET /metrics ${fmt(l.metricsScrapeMs)} ms)`,
         )
-        .join('; ') + ` — RSS with no clients ${fmt(base.rss / 2 ** 20)} MiB`,
+        .join('; ') + ` — with no clients: RSS ${fmt(base.rss / 2 ** 20)} MiB, GET /metrics ${fmt(base.scrapeMs)} ms`,
     ratio: `relay ÷ bare grpc-js RSS/client ${out.map((l) => `${fmtRatio(l.relayRssPerClientKB / l.ceilingRssPerClientKB)} at ${l.clients / 1000}k`).join(', ')} (runtime alone: ${out.map((l) => `${fmt(l.ceilingRssPerClientKB)} KB`).join(', ')})`,
     targets: [
       {
@@ -112,6 +119,6 @@ export async function runIdle(ctx: BenchContext): Promise<ScenarioResult> {
         verdict: last.relayRssPerClientKB <= 48 ? 'met' : 'missed',
       },
     ],
-    data: { levels: out, baseline: { relayRss: base.rss, relayHeap: base.heap, ceilingRss: ceilBase }, pool: POOL, subsPerClient: SUBS },
+    data: { levels: out, baseline: { relayRss: base.rss, relayHeap: base.heap, ceilingRss: ceilBase, metricsScrapeMs: base.scrapeMs }, pool: POOL, subsPerClient: SUBS },
   };
 }
