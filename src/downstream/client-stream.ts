@@ -205,7 +205,8 @@ export class ClientStream implements ClientPort {
       }
     }
     let subscribe = req.resource_names_subscribe ?? [];
-    const unsubscribe = [...(req.resource_names_unsubscribe ?? [])];
+    // Copied only when legacy wildcard handling appends to it; a plain ACK allocates nothing here.
+    let unsubscribe = req.resource_names_unsubscribe ?? [];
     const initial = first ? req.initial_resource_versions : undefined;
     if (first && subscribe.length === 0 && LEGACY_WILDCARD_TYPES.has(typeUrl) && this.opts.hasDefaultUpstream) {
       view.implicitWildcard = true;
@@ -213,7 +214,7 @@ export class ClientStream implements ClientPort {
     } else if (view.implicitWildcard && subscribe.length > 0 && !subscribe.includes('*')) {
       // Naming resources explicitly ends legacy wildcard mode.
       view.implicitWildcard = false;
-      unsubscribe.push('*');
+      unsubscribe = [...unsubscribe, '*'];
     }
     if (unsubscribe.length > 0) hub.unsubscribe(view, unsubscribe);
     if (initial && Object.keys(initial).length > 0) hub.setInitialVersions(view, initial);

@@ -560,9 +560,17 @@ export class Hub {
     if (!this.opts.shareResponses) {
       for (const [view, pending] of acc) this.sendPrivate(view, pending, cause);
     } else {
-      const groups = new Map<string, { views: ClientView[]; pending: Pending }>();
+      // The common case, one changed resource and nothing removed, groups by the
+      // shared variant object itself: no per-client signature string.
+      const groups = new Map<string | Variant, { views: ClientView[]; pending: Pending }>();
       for (const [view, pending] of acc) {
         if (pending.empty) continue;
+        if (pending.adds.length === 1 && pending.removes.length === 0) {
+          const single = groups.get(pending.adds[0]);
+          if (single) single.views.push(view);
+          else groups.set(pending.adds[0], { views: [view], pending });
+          continue;
+        }
         let sig = view.typeUrl;
         for (const v of pending.adds) sig += `,${v.id}`;
         if (pending.removes.length > 0) sig += `\n${pending.removes.join('\n')}`;
