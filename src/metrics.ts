@@ -5,6 +5,7 @@ const MAX_TYPE_LABELS = 32;
 export interface TypeCounters {
   responses: client.Counter.Internal;
   resources: client.Counter.Internal;
+  subscriptions: client.Gauge.Internal<string>;
 }
 
 /**
@@ -210,12 +211,16 @@ export class RelayMetrics {
 
   private readonly perType = new Map<string, TypeCounters>();
 
-  /** Pre-resolved counter children for a type URL, so the per-client write path skips label hashing. */
+  /** Pre-resolved metric children for a type URL, so per-client and per-subscription paths skip label hashing. */
   forType(typeUrl: string): TypeCounters {
     let c = this.perType.get(typeUrl);
     if (!c) {
       const type = this.typeLabel(typeUrl);
-      c = { responses: this.responsesSent.labels(type), resources: this.resourcesSent.labels(type) };
+      c = {
+        responses: this.responsesSent.labels(type),
+        resources: this.resourcesSent.labels(type),
+        subscriptions: this.downstreamSubscriptions.labels(type),
+      };
       if (this.perType.size < MAX_TYPE_LABELS * 4) this.perType.set(typeUrl, c);
     }
     return c;

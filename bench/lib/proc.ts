@@ -5,7 +5,6 @@
 import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
-import * as net from 'node:net';
 import * as os from 'node:os';
 
 /** Core of the server under test (relay, ceiling, redis-server). */
@@ -71,19 +70,8 @@ export function spawnPinned(core: number, cmd: string, args: string[], opts: Spa
   return spawn('taskset', ['-c', String(core), cmd, ...args], opts);
 }
 
-/** A TCP port on 127.0.0.1 that was free a moment ago. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+// One free-port helper for tests and benchmarks alike.
+export { freePort } from '../../test/support/ports';
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));

@@ -81,13 +81,6 @@ export class ClientStream implements ClientPort {
     this.call.emit('error', { code, details, metadata: new grpc.Metadata() });
   }
 
-  /** Ends the stream with status OK (the client decides whether to come back). */
-  end(): void {
-    if (this.closed) return;
-    this.close('draining');
-    this.call.end();
-  }
-
   /**
    * Sends the client away so it reconnects, to another relay (drain,
    * shutdown): GOAWAY on its connection, then the stream ends with

@@ -175,7 +175,7 @@ export class Hub {
     sub.clients.set(view, name);
     view.subs.set(name, sub);
     this.clientSubscriptions++;
-    this.opts.metrics.downstreamSubscriptions.inc({ type: this.opts.metrics.typeLabel(view.typeUrl) });
+    this.opts.metrics.forType(view.typeUrl).subscriptions.inc();
     this.answerFromCache(view, sub, name, pending, this.keepsHeld(sub));
   }
 
@@ -304,30 +304,12 @@ export class Hub {
     const { cache, router } = this.opts;
     for (const name of names) {
       if (view.subs.has(name) || !view.held.has(name)) continue;
-      const rk = router.resourceKey(null, view.typeUrl, name);
-      let key: string | undefined;
-      let collection: string | undefined;
-      if (typeof rk !== 'string') {
-        key = rk.key;
-        collection = rk.collection;
-      } else {
-        const parsed = this.keyOfXdstpMember(view.typeUrl, name);
-        if (parsed) ({ key, collection } = parsed);
-      }
-      if (key === undefined || collection === undefined) continue;
-      const coll = this.index.get(collection);
-      const known = cache.memberCount(collection) > 0 || cache.isAbsent(collection);
-      if (coll && coll.clients.has(view) && known && !cache.get(key) && !this.keepsHeld(coll)) this.retract(view, name, pending);
+      const held = router.heldKey(view.typeUrl, name);
+      if (!held) continue;
+      const coll = this.index.get(held.collection);
+      const known = cache.memberCount(held.collection) > 0 || cache.isAbsent(held.collection);
+      if (coll && coll.clients.has(view) && known && !cache.get(held.key) && !this.keepsHeld(coll)) this.retract(view, name, pending);
     }
-  }
-
-  private keyOfXdstpMember(typeUrl: string, name: string): { key: string; collection: string } | undefined {
-    for (const upstream of this.opts.upstreams.values()) {
-      if (upstream.authority === null) continue;
-      const rk = this.opts.router.resourceKey(upstream.authority, typeUrl, name);
-      if (typeof rk !== 'string') return { key: rk.key, collection: rk.collection };
-    }
-    return undefined;
   }
 
   private leave(view: ClientView, spelling: string): void {
@@ -340,7 +322,7 @@ export class Hub {
     }
     sub.clients.delete(view);
     this.clientSubscriptions--;
-    this.opts.metrics.downstreamSubscriptions.dec({ type: this.opts.metrics.typeLabel(view.typeUrl) });
+    this.opts.metrics.forType(view.typeUrl).subscriptions.dec();
     if (sub.isCollection) {
       for (const m of this.opts.cache.members(sub.key)) if (!view.subs.has(m.name)) view.held.delete(m.name);
     } else {

@@ -100,6 +100,26 @@ export class Router {
   }
 
   /**
+   * Keys a resource name a client says it holds (initial_resource_versions),
+   * whichever upstream serves it; undefined for names no upstream could send.
+   */
+  heldKey(typeUrl: string, name: string): ResourceKey | undefined {
+    if (!isXdstpName(name)) {
+      if (name === WILDCARD || name === '') return undefined;
+      return { key: legacyKey(typeUrl, name), name, collection: legacyKey(typeUrl, WILDCARD) };
+    }
+    let parsed;
+    try {
+      parsed = parseUrn(name);
+    } catch {
+      return undefined;
+    }
+    if (typeUrlOf(parsed.resourceType) !== typeUrl) return undefined;
+    const key = formatName(parsed, { canonical: true, directives: false });
+    return { key, name: key, collection: globKeyOf(parsed) };
+  }
+
+  /**
    * Keys a name from an upstream's removed_resources: a resource, or a glob URL
    * meaning the collection is empty. Null for names the upstream may not speak for.
    */

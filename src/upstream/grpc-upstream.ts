@@ -116,10 +116,6 @@ export class GrpcUpstream implements UpstreamPort {
     return n;
   }
 
-  subscribedNames(typeUrl: string): ReadonlySet<string> {
-    return this.desired.get(typeUrl) ?? new Set();
-  }
-
   subscribe(typeUrl: string, name: string): void {
     addAll(this.desired, typeUrl, name);
     removeFrom(this.toUnsubscribe, typeUrl, name);
