@@ -4,9 +4,9 @@ import { dirname, resolve } from 'node:path';
 import pino from 'pino';
 import YAML from 'yaml';
 import yargs from 'yargs';
-import { validateOptions, type RawOptions } from './config';
+import { DEFAULTS, validateOptions, type RawOptions } from './config';
 import { examplesAuthority, examplesHint } from './examples';
-import { createLogger } from './log';
+import { createLogger, LOG_LEVELS } from './log';
 import { defaultNodeId, startRelay } from './relay';
 import { rebaseConfigFileUris } from './upstream/uri';
 import {
@@ -34,24 +34,26 @@ function parseArgs(argv: string[], strict = true) {
     .env('XDSTP_RELAY')
     // Authority names contain dots (examples.local): keep config-file map keys whole.
     .parserConfiguration({ 'dot-notation': false })
-    .option('listen', { type: 'string', default: '0.0.0.0:18000', describe: 'Downstream delta-ADS address HOST:PORT' })
-    .option('admin', { type: 'string', default: '0.0.0.0:9901', describe: 'Admin HTTP address HOST:PORT (/healthz, /readyz, /metrics)' })
+    .option('listen', { type: 'string', default: DEFAULTS.listen, describe: 'Downstream ADS address HOST:PORT (delta and state-of-the-world)' })
+    .option('admin', { type: 'string', default: DEFAULTS.admin, describe: 'Admin HTTP address HOST:PORT (/healthz, /readyz, /metrics)' })
     .option('authority', { type: 'string', array: true, describe: 'NAME=URI[,URI…] upstream for an xdstp authority (repeatable)' })
     .option('default-upstream', { type: 'string', describe: 'URI[,URI…] upstream for non-xdstp names' })
-    .option('unsubscribe-grace', { type: 'number', default: 30000, describe: 'ms an upstream subscription outlives its last client' })
+    .option('unsubscribe-grace', { type: 'number', default: DEFAULTS.unsubscribeGraceMs, describe: 'ms an upstream subscription outlives its last client' })
     .option('node-id', { type: 'string', describe: 'Node id presented upstream (default: xdstp-relay-<hostname>)' })
-    .option('log-level', { type: 'string', default: 'info', describe: 'fatal|error|warn|info|debug|trace|silent' })
-    .option('drain-period', { type: 'number', default: 10000, describe: 'ms over which POST /drain sends clients away (GOAWAY) in small batches' })
-    .option('shutdown-grace', { type: 'number', default: 5000, describe: 'ms in-flight writes may take on SIGTERM/SIGINT before connections are cut' })
+    .option('log-level', { type: 'string', default: DEFAULTS.logLevel, describe: LOG_LEVELS.join('|') })
+    .option('drain-period', { type: 'number', default: DEFAULTS.drainPeriodMs, describe: 'ms over which POST /drain sends clients away (GOAWAY) in small batches' })
+    .option('shutdown-grace', { type: 'number', default: DEFAULTS.shutdownGraceMs, describe: 'ms in-flight writes may take on SIGTERM/SIGINT before connections are cut' })
     .option('redis', {
       type: 'string',
       describe: 'Shared cache: redis://[user:pass@]host[:port][/db], rediss://…, redis+sentinel://[pass@]host:port[,…]/master[/db], redis+cluster://host:port[,…] (default: memory only)',
     })
     .option('redis-cluster', { type: 'string', describe: 'Shared cache on a Redis Cluster: seed nodes host:port[,host:port…]' })
     .option('redis-prefix', { type: 'string', default: 'xdstp-relay:', describe: 'Prefix of every Redis key; deployments sharing one Redis need different ones' })
-    .option('redis-warm-timeout', { type: 'number', default: 5000, describe: 'ms a starting relay may spend loading Redis into memory before it connects upstream (0 = no warm start)' })
+    .option('redis-warm-timeout', { type: 'number', default: DEFAULTS.redisWarmTimeoutMs, describe: 'ms a starting relay may spend loading Redis into memory before it connects upstream (0 = no warm start)' })
     .option('max-connection-age', { type: 'number', describe: 'ms after which a client connection gets GOAWAY (±10% jitter), so streams rebalance over a grown fleet (default: never)' })
-    .option('max-connection-age-grace', { type: 'number', default: 10000, describe: 'ms a stream may stay open after that GOAWAY before its connection is closed' })
+    .option('max-connection-age-grace', { type: 'number', default: DEFAULTS.maxConnectionAgeGraceMs, describe: 'ms a stream may stay open after that GOAWAY before its connection is closed' })
+    .option('max-response-bytes', { type: 'number', default: DEFAULTS.maxResponseBytes, describe: 'No response to a client (and no request upstream) exceeds this; larger sets are split' })
+    .option('max-request-bytes', { type: 'number', default: DEFAULTS.maxRequestBytes, describe: 'A larger client request ends that stream with RESOURCE_EXHAUSTED' })
     .option('validate', { type: 'boolean', describe: 'Check the configuration, print every problem, exit (also: xdstp-relay validate --config FILE)' })
     // Benchmark ablation only (bench/ scenario 2): `--no-share-responses` encodes every client's response separately.
     .option('share-responses', { type: 'boolean', default: true, hidden: true, describe: 'Share one encoding among clients that get identical responses' })
@@ -116,6 +118,8 @@ async function main(): Promise<void> {
     redisWarmTimeout: args['redis-warm-timeout'],
     maxConnectionAge: args['max-connection-age'],
     maxConnectionAgeGrace: args['max-connection-age-grace'],
+    maxResponseBytes: args['max-response-bytes'],
+    maxRequestBytes: args['max-request-bytes'],
   };
   // No upstream configured anywhere (flags, env, config file): serve the bundled examples.
   const bundled = args.authority === undefined && args['default-upstream'] === undefined && args.config === undefined;
@@ -150,7 +154,7 @@ async function main(): Promise<void> {
     setTimeout(() => {
       logger.error({ signal }, 'shutdown did not finish in time: exiting');
       process.exit(1);
-    }, (config.shutdownGraceMs ?? 5000) + 5000).unref();
+    }, (config.shutdownGraceMs ?? DEFAULTS.shutdownGraceMs) + 5000).unref();
     relay.stop().then(
       () => process.exit(0),
       (err: unknown) => {

@@ -1,5 +1,23 @@
+import { splitHostPort } from './address';
 import { parseRedisSpec } from './cache/redis-store';
 import { DEFAULT_PREFIX, validatePrefix } from './cache/redis-keys';
+import { isLogLevel, LOG_LEVELS } from './log';
+import { parseUpstreamUri } from './upstream/uri';
+
+/** Every default of the relay's options, in one place (the CLI shows them, config and relay use them). */
+export const DEFAULTS = {
+  listen: '0.0.0.0:18000',
+  admin: '0.0.0.0:9901',
+  unsubscribeGraceMs: 30_000,
+  logLevel: 'info',
+  drainPeriodMs: 10_000,
+  shutdownGraceMs: 5000,
+  redisWarmTimeoutMs: 5000,
+  maxConnectionAgeGraceMs: 10_000,
+  /** gRPC's default receive limit, so every client can take every response. */
+  maxResponseBytes: 4 * 1024 * 1024,
+  maxRequestBytes: 16 * 1024 * 1024,
+} as const;
 
 /** One upstream authority: its name and the ordered list of servers that speak for it. */
 export interface AuthoritySpec {
@@ -32,6 +50,10 @@ export interface RelayConfig {
   maxConnectionAgeMs?: number | null;
   /** After that GOAWAY, streams still open are cut after this many ms (default 10000). */
   maxConnectionAgeGraceMs?: number;
+  /** No response to a client exceeds this (larger sets are split; default 4 MiB); also bounds requests upstream. */
+  maxResponseBytes?: number;
+  /** A client request larger than this ends its stream with RESOURCE_EXHAUSTED (default 16 MiB). */
+  maxRequestBytes?: number;
 }
 
 export interface RedisSettings {
@@ -53,8 +75,6 @@ export class ConfigError extends Error {
   }
 }
 
-const HOST_PORT = /^(\[[0-9a-fA-F:.]+\]|[^\s:[\]]+):(\d{1,5})$/;
-const URI = /^(grpc:\/\/(\[[0-9a-fA-F:.]+\]|[^\s:/[\]]+):\d{1,5}\/?|file:\/\/.+)$/;
 const AUTHORITY_NAME = /^[^\s/?#=,]*$/;
 
 /** Raw option values as they come from flags, env or the config file. */
@@ -74,6 +94,8 @@ export interface RawOptions {
   redisWarmTimeout?: unknown;
   maxConnectionAge?: unknown;
   maxConnectionAgeGrace?: unknown;
+  maxResponseBytes?: unknown;
+  maxRequestBytes?: unknown;
 }
 
 /** Hides the password of a connection string in messages. */
@@ -109,7 +131,7 @@ function checkRedis(raw: RawOptions, problems: ConfigError[]): RedisSettings | n
     if (typeof list !== 'string') problems.push(new ConfigError(path, 'expected host:port[,host:port…]'));
     else {
       const nodes = list.split(',').map((n) => n.trim()).filter((n) => n !== '');
-      const bad = nodes.filter((n) => !HOST_PORT.test(n) || Number(n.slice(n.lastIndexOf(':') + 1)) > 65535);
+      const bad = nodes.filter((n) => splitHostPort(n) === undefined);
       if (nodes.length === 0) problems.push(new ConfigError(path, 'no cluster node given'));
       else if (bad.length > 0) problems.push(new ConfigError(path, `expected host:port[,host:port…], got ${bad.map((b) => JSON.stringify(b)).join(', ')}`));
       else spec = `redis+cluster://${nodes.join(',')}`;
@@ -134,7 +156,7 @@ function checkRedis(raw: RawOptions, problems: ConfigError[]): RedisSettings | n
     problems.push(new ConfigError('redis-prefix', (err as Error).message));
     return null;
   }
-  const warmTimeoutMs = checkMs('redis-warm-timeout', raw.redisWarmTimeout, 5000, problems);
+  const warmTimeoutMs = checkMs('redis-warm-timeout', raw.redisWarmTimeout, DEFAULTS.redisWarmTimeoutMs, problems);
   return spec === undefined ? null : { spec, prefix, warmTimeoutMs };
 }
 
@@ -151,7 +173,7 @@ function checkConnectionAge(raw: RawOptions, problems: ConfigError[]): { ageMs: 
       );
     } else if (v > 0) ageMs = v;
   }
-  const graceMs = checkMs('max-connection-age-grace', raw.maxConnectionAgeGrace, 10_000, problems);
+  const graceMs = checkMs('max-connection-age-grace', raw.maxConnectionAgeGrace, DEFAULTS.maxConnectionAgeGraceMs, problems);
   if (graceMs > MAX_CONNECTION_AGE_MS) problems.push(new ConfigError('max-connection-age-grace', `at most ${MAX_CONNECTION_AGE_MS} ms`));
   return { ageMs, graceMs };
 }
@@ -165,7 +187,7 @@ function checkMs(path: string, raw: unknown, fallback: number, problems: ConfigE
 }
 
 function checkHostPort(path: string, v: unknown, problems: ConfigError[]): string | undefined {
-  if (typeof v !== 'string' || !HOST_PORT.test(v) || Number(v.slice(v.lastIndexOf(':') + 1)) > 65535) {
+  if (typeof v !== 'string' || splitHostPort(v) === undefined) {
     problems.push(new ConfigError(path, `expected HOST:PORT, got ${JSON.stringify(v)}`));
     return undefined;
   }
@@ -176,7 +198,11 @@ function checkUris(path: string, list: string, problems: ConfigError[]): string[
   const uris = list.split(',').map((u) => u.trim()).filter((u) => u !== '');
   if (uris.length === 0) problems.push(new ConfigError(path, 'no upstream URI given'));
   for (const u of uris) {
-    if (!URI.test(u)) problems.push(new ConfigError(path, `"${u}" is not grpc://HOST:PORT or file://DIR`));
+    try {
+      parseUpstreamUri(u);
+    } catch (err) {
+      problems.push(new ConfigError(path, (err as Error).message));
+    }
   }
   return uris;
 }
@@ -219,12 +245,19 @@ function parseAuthorities(raw: unknown, problems: ConfigError[]): AuthoritySpec[
   return out;
 }
 
-const LEVELS = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
+/** A positive whole number of bytes, at least `min`. */
+function checkBytes(path: string, raw: unknown, fallback: number, min: number, problems: ConfigError[]): number {
+  const v = raw === undefined || raw === null || raw === '' ? fallback : Number(raw);
+  if (!Number.isInteger(v) || v < min) {
+    problems.push(new ConfigError(path, `expected a whole number of bytes of at least ${min}, got ${JSON.stringify(raw)}`));
+  }
+  return v;
+}
 
 /** Validates raw options into a RelayConfig; returns every problem found, not just the first. */
 export function validateOptions(raw: RawOptions, defaults: { nodeId: string }): { config?: RelayConfig; problems: ConfigError[] } {
   const problems: ConfigError[] = [];
-  const listen = checkHostPort('listen', raw.listen ?? '0.0.0.0:18000', problems);
+  const listen = checkHostPort('listen', raw.listen ?? DEFAULTS.listen, problems);
   let admin: string | null = null;
   if (raw.admin !== undefined && raw.admin !== null && raw.admin !== '' && raw.admin !== false) {
     admin = checkHostPort('admin', raw.admin, problems) ?? null;
@@ -236,18 +269,21 @@ export function validateOptions(raw: RawOptions, defaults: { nodeId: string }): 
     if (typeof list !== 'string') problems.push(new ConfigError('default-upstream', 'expected a URI'));
     else defaultUpstream = checkUris('default-upstream', list, problems);
   }
-  const grace = Number(raw.unsubscribeGrace ?? 30000);
+  const grace = Number(raw.unsubscribeGrace ?? DEFAULTS.unsubscribeGraceMs);
   if (!Number.isInteger(grace) || grace < 0) {
     problems.push(new ConfigError('unsubscribe-grace', `expected a non-negative number of milliseconds, got ${JSON.stringify(raw.unsubscribeGrace)}`));
   }
   const nodeId = raw.nodeId === undefined || raw.nodeId === '' ? defaults.nodeId : raw.nodeId;
   if (typeof nodeId !== 'string') problems.push(new ConfigError('node-id', 'expected a string'));
-  const logLevel = raw.logLevel ?? 'info';
-  if (typeof logLevel !== 'string' || !LEVELS.has(logLevel)) {
-    problems.push(new ConfigError('log-level', `expected one of ${[...LEVELS].join(', ')}, got ${JSON.stringify(logLevel)}`));
+  const logLevel = raw.logLevel ?? DEFAULTS.logLevel;
+  if (!isLogLevel(logLevel)) {
+    problems.push(new ConfigError('log-level', `expected one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`));
   }
-  const drainPeriodMs = checkMs('drain-period', raw.drainPeriod, 10_000, problems);
-  const shutdownGraceMs = checkMs('shutdown-grace', raw.shutdownGrace, 5000, problems);
+  const drainPeriodMs = checkMs('drain-period', raw.drainPeriod, DEFAULTS.drainPeriodMs, problems);
+  const shutdownGraceMs = checkMs('shutdown-grace', raw.shutdownGrace, DEFAULTS.shutdownGraceMs, problems);
+  // A response must hold at least one ordinary resource; below 64 KiB nothing useful fits.
+  const maxResponseBytes = checkBytes('max-response-bytes', raw.maxResponseBytes, DEFAULTS.maxResponseBytes, 64 * 1024, problems);
+  const maxRequestBytes = checkBytes('max-request-bytes', raw.maxRequestBytes, DEFAULTS.maxRequestBytes, 1024, problems);
   const redis = checkRedis(raw, problems);
   const connectionAge = checkConnectionAge(raw, problems);
   if (problems.length > 0 || listen === undefined) return { problems };
@@ -266,6 +302,8 @@ export function validateOptions(raw: RawOptions, defaults: { nodeId: string }): 
       redis,
       maxConnectionAgeMs: connectionAge.ageMs,
       maxConnectionAgeGraceMs: connectionAge.graceMs,
+      maxResponseBytes,
+      maxRequestBytes,
     },
   };
 }

@@ -5,18 +5,19 @@ import { splitHostPort } from './address';
 import { MemoryCache } from './cache/memory-cache';
 import { createRedisStore } from './cache/redis-store';
 import type { SharedStore } from './cache/types';
-import { canWarmLoad, evictUnclaimed, warmStart, whenAllConnected } from './cache/warm-start';
-import type { RelayConfig } from './config';
+import { ResourceStore } from './cache/resource-store';
+import { canWarmLoad, warmStart, whenAllConnected } from './cache/warm-start';
+import { DEFAULTS, type RelayConfig } from './config';
 import type { DrainResult } from './downstream/drain';
 import { DownstreamServer } from './downstream/server';
-import { Hub } from './hub/hub';
+import { SubscriptionEngine } from './hub/engine';
 import { Router } from './hub/routing';
-import type { UpstreamPort } from './hub/types';
+import type { UpstreamPort, UpstreamSink } from './upstream/types';
 import { createLogger, type Logger } from './log';
 import { RelayMetrics } from './metrics';
 import type { Node } from './proto/messages';
 import { FileOrigin } from './upstream/file-origin';
-import { GrpcUpstream, type UpstreamSink } from './upstream/grpc-upstream';
+import { GrpcUpstream } from './upstream/grpc-upstream';
 import { parseUpstreamUri } from './upstream/uri';
 
 export interface RunningRelay {
@@ -91,37 +92,47 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
   const router = new Router(new Set(config.authorities.map((a) => a.name)), config.defaultUpstream !== null);
   const upstreams = new Map<string | null, ManagedUpstream>();
   const node = relayNode(config.nodeId);
-  let hub: Hub | undefined;
+  // The engine exists before any upstream can call it back (upstreams start below).
+  let engine: SubscriptionEngine | undefined;
   const sink: UpstreamSink = {
-    onResponse: (u, typeUrl, resources, removed, at) => hub?.applyUpstream(u, typeUrl, resources, removed, at),
-    versionsFor: (typeUrl, names) => hub?.versionsFor(typeUrl, names) ?? {},
+    onResponse: (u, update) => engine?.onResponse(u, update),
+    versionsFor: (typeUrl, names) => engine?.versionsFor(typeUrl, names) ?? {},
+    onRejectedNames: (u, typeUrl, names) => engine?.onRejectedNames(u, typeUrl, names),
   };
   for (const a of config.authorities) upstreams.set(a.name, createUpstream(a.name, a.uris, sink, node, metrics, logger));
   if (config.defaultUpstream) upstreams.set(null, createUpstream(null, config.defaultUpstream, sink, node, metrics, logger));
 
-  hub = new Hub({
-    cache,
-    shared,
+  const store = new ResourceStore({ memory: cache, shared, logger, metrics, onExpired: (keys) => engine?.onExpired(keys) });
+  const hub = (engine = new SubscriptionEngine({
+    store,
     router,
     upstreams,
     metrics,
     logger,
     unsubscribeGraceMs: config.unsubscribeGraceMs,
-    shareResponses: options.shareResponses ?? true,
-  });
+  }));
   // --max-connection-age: grpc-js sends GOAWAY after the age ±10 % (its own jitter), cuts the connection after the grace.
   const serverOptions = config.maxConnectionAgeMs
-    ? { 'grpc.max_connection_age_ms': config.maxConnectionAgeMs, 'grpc.max_connection_age_grace_ms': config.maxConnectionAgeGraceMs ?? 10_000 }
+    ? { 'grpc.max_connection_age_ms': config.maxConnectionAgeMs, 'grpc.max_connection_age_grace_ms': config.maxConnectionAgeGraceMs ?? DEFAULTS.maxConnectionAgeGraceMs }
     : undefined;
-  const downstream = new DownstreamServer({ hub, metrics, logger, hasDefaultUpstream: config.defaultUpstream !== null, serverOptions });
+  const downstream = new DownstreamServer({
+    engine: hub,
+    metrics,
+    logger,
+    serverOptions,
+    maxResponseBytes: config.maxResponseBytes,
+    maxRequestBytes: config.maxRequestBytes,
+    shareResponses: options.shareResponses ?? true,
+  });
   const port = await downstream.listen(config.listen).catch(async (err: unknown) => {
-    hub?.close();
+    hub.close();
+    store.close();
     await ownedStore?.close();
     throw err;
   });
 
   let listening = true;
-  const drainPeriodMs = config.drainPeriodMs ?? 10_000;
+  const drainPeriodMs = config.drainPeriodMs ?? DEFAULTS.drainPeriodMs;
   const parts: AdminParts = {
     metrics,
     logger,
@@ -146,6 +157,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     } catch (err) {
       await downstream.shutdown(0);
       hub.close();
+      store.close();
       await ownedStore?.close();
       throw err;
     }
@@ -156,16 +168,15 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
   // dropped once every upstream is connected.
   let stopWarmEviction: (() => void) | undefined;
   if (canWarmLoad(shared)) {
-    const warmHub = hub;
     const warm = await warmStart(
       shared,
-      (r) => !cache.get(r.key) && !cache.isAbsent(r.key) && warmHub.admit(r) !== undefined,
-      config.redis?.warmTimeoutMs ?? 5000,
+      (r) => !cache.get(r.key) && !cache.isAbsent(r.key) && store.admit(r) !== undefined,
+      config.redis?.warmTimeoutMs ?? DEFAULTS.redisWarmTimeoutMs,
     );
     logger.info(warm, 'warm start from redis');
     if (warm.loaded > 0) {
       stopWarmEviction = whenAllConnected(upstreams.values(), () => {
-        const n = evictUnclaimed(cache, new Set([...warmHub.subscriptions()].map((s) => s.key)));
+        const n = hub.evictAllUnclaimed();
         if (n > 0) logger.info({ resources: n }, 'warm start: dropped resources no client subscribed to (upstreams connected)');
       });
     }
@@ -181,12 +192,13 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     (stopped ??= (async () => {
       const t0 = Date.now();
       listening = false;
-      const shutdownGraceMs = config.shutdownGraceMs ?? 5000;
+      const shutdownGraceMs = config.shutdownGraceMs ?? DEFAULTS.shutdownGraceMs;
       logger.info({ streams: downstream.streams.size, graceMs: shutdownGraceMs }, 'shutting down: no new streams, sending clients away');
       const { streams, forced } = await downstream.shutdown(shutdownGraceMs);
       for (const u of upstreams.values()) u.close();
       stopWarmEviction?.();
-      hub?.close();
+      hub.close();
+      store.close();
       // The shared store flushes its pending writes (bounded by its own write deadline).
       await shared?.close();
       await admin?.close();

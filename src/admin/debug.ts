@@ -5,7 +5,7 @@
 import type { MemoryCache } from '../cache/memory-cache';
 import type { SharedStore } from '../cache/types';
 import type { Subscription } from '../hub/subscription';
-import { TOLD_ABSENT, type ClientView } from '../hub/types';
+import { TOLD_ABSENT, type SubscriptionState } from '../downstream/subscription-state';
 import type { Node } from '../proto/messages';
 import { decodeResource, type PayloadDecoder } from './payload';
 
@@ -15,7 +15,8 @@ export interface ClientStreamInfo {
   readonly peer: string;
   readonly openedAt: number;
   readonly node: Node | undefined;
-  readonly views: ReadonlyMap<string, ClientView>;
+  readonly protocol: 'delta' | 'sotw';
+  readonly states: ReadonlyMap<string, SubscriptionState>;
   readonly nacks: number;
   readonly lastNonce: string;
   readonly lastAckedNonce: string;
@@ -72,10 +73,10 @@ export interface ClientsQuery {
   held: boolean;
 }
 
-function typeView(view: ClientView, withHeld: boolean): Record<string, unknown> {
+function typeView(view: SubscriptionState, withHeld: boolean): Record<string, unknown> {
   const subscriptions: string[] = [];
   const rejected: string[] = [];
-  for (const [name, sub] of view.subs) (sub === null ? rejected : subscriptions).push(name);
+  for (const [name, sub] of view.names) (sub === null ? rejected : subscriptions).push(name);
   subscriptions.sort();
   rejected.sort();
   let absent = 0;
@@ -87,7 +88,8 @@ function typeView(view: ClientView, withHeld: boolean): Record<string, unknown> 
     toldAbsent: absent,
   };
   if (rejected.length > 0) out.rejected = rejected;
-  if (view.implicitWildcard) out.legacyWildcard = true;
+  if (view.legacyWildcard) out.legacyWildcard = true;
+  if (view.nacks > 0) out.nacks = view.nacks;
   if (withHeld) {
     const versions: Record<string, string | null> = {};
     for (const name of [...view.held.keys()].sort()) {
@@ -118,6 +120,7 @@ export function clientsView(streams: Iterable<ClientStreamInfo>, q: ClientsQuery
       return {
         id: s.id,
         peer: s.peer,
+        protocol: s.protocol,
         node: node
           ? {
               id: node.id ?? '',
@@ -137,7 +140,7 @@ export function clientsView(streams: Iterable<ClientStreamInfo>, q: ClientsQuery
           nacks: s.nacks,
         },
         slow: s.isSlow,
-        types: [...s.views.values()].sort(byString((v) => v.typeUrl)).map((v) => typeView(v, q.held)),
+        types: [...s.states.values()].sort(byString((v) => v.typeUrl)).map((v) => typeView(v, q.held)),
       };
     }),
   };
@@ -202,7 +205,7 @@ export function subscriptionsView(
       typeUrl: s.typeUrl,
       authority: s.upstream.label,
       upstreamName: s.upstreamName,
-      refcount: s.clients.size,
+      refcount: s.watchers.size,
       // No client left: the upstream subscription ends when the grace timer fires.
       releasing: s.graceTimer !== undefined,
       upstreamConnected: s.upstream.connected,

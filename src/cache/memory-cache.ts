@@ -10,13 +10,16 @@ export interface Variant {
   readonly id: number;
   readonly name: string;
   readonly version: string;
+  /** The encoded `Resource` (delta responses carry it). */
   readonly bytes: Buffer;
+  /** The payload `Any` alone (state-of-the-world responses carry it); undefined for heartbeats. */
+  readonly payload: Buffer | undefined;
 }
 
 let nextVariantId = 1;
 
-export function makeVariant(name: string, version: string, bytes: Buffer): Variant {
-  return { id: nextVariantId++, name, version, bytes };
+export function makeVariant(name: string, version: string, bytes: Buffer, payload?: Buffer): Variant {
+  return { id: nextVariantId++, name, version, bytes, payload };
 }
 
 /** A resource as the in-process cache holds it. */
@@ -28,7 +31,9 @@ export class CacheEntry {
     readonly stored: StoredResource,
     /** The name glob members are sent under: the canonical URN, or the legacy name. */
     readonly name: string,
-    readonly parts: Pick<ResourceParts, 'body' | 'ttlField' | 'ttlMs'>,
+    readonly parts: Pick<ResourceParts, 'body' | 'ttlField' | 'ttlMs' | 'payload'>,
+    /** When the relay stored this version (ms since the epoch). */
+    readonly updatedAt = Date.now(),
   ) {}
 
   get key(): string {
@@ -43,13 +48,13 @@ export class CacheEntry {
   variant(name: string, withTtl: boolean): Variant {
     const ttlField = withTtl ? this.parts.ttlField : undefined;
     if (name === this.name && ttlField === undefined) {
-      return (this.plain ??= makeVariant(name, this.version, assembleResource(name, this.parts.body, undefined)));
+      return (this.plain ??= makeVariant(name, this.version, assembleResource(name, this.parts.body, undefined), this.parts.payload));
     }
     const memoKey = ttlField ? `${name}\u0001` : name;
     this.variants ??= new Map();
     let v = this.variants.get(memoKey);
     if (!v) {
-      v = makeVariant(name, this.version, assembleResource(name, this.parts.body, ttlField));
+      v = makeVariant(name, this.version, assembleResource(name, this.parts.body, ttlField), this.parts.payload);
       this.variants.set(memoKey, v);
     }
     return v;

@@ -15,9 +15,8 @@
  * Warm entries that no subscription claims are kept fresh by nobody. Once every
  * upstream has been connected, they are dropped from memory (they stay in
  * Redis; a later miss reads them through). Until then the hub treats such data
- * with care (see Hub.keepsHeld / dropUnclaimed).
+ * with care (see SubscriptionEngine.keepsHeld and ResourceStore.evictUnclaimed).
  */
-import type { MemoryCache } from './memory-cache';
 import type { SharedStore, StoredResource } from './types';
 
 /** A shared store that can stream its whole content (RedisStore). */
@@ -91,18 +90,6 @@ export async function warmStart(source: WarmSource, admit: (r: StoredResource) =
   }
   result.ms = Date.now() - t0;
   return result;
-}
-
-/** Drops cached resources that no subscription keeps fresh; returns how many. */
-export function evictUnclaimed(cache: MemoryCache, subscriptionKeys: ReadonlySet<string>): number {
-  const drop: string[] = [];
-  for (const e of cache.entries()) {
-    if (subscriptionKeys.has(e.key)) continue;
-    if (e.stored.glob !== undefined && subscriptionKeys.has(e.stored.glob)) continue;
-    drop.push(e.key);
-  }
-  for (const key of drop) cache.delete(key);
-  return drop.length;
 }
 
 /**

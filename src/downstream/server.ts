@@ -1,25 +1,40 @@
 import * as grpc from '@grpc/grpc-js';
-import type { Hub } from '../hub/hub';
+import type { SubscriptionEngine } from '../hub/engine';
 import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
-import { deltaAdsServiceDefinition } from '../proto/ads-service';
-import { ClientStream } from './client-stream';
+import { adsServiceDefinition } from '../proto/ads-service';
+import type { AdsStream, AdsStreamOptions } from './ads-stream';
+import { DeltaStream } from './delta-stream';
 import { Drainer, type DrainResult } from './drain';
+import { DEFAULT_MAX_RESPONSE_BYTES, DeltaResponses, NonceSource, SotwResponses } from './responses';
+import { SotwStream } from './sotw-stream';
+
+/** What a client may send in one message unless configured otherwise. */
+export const DEFAULT_MAX_REQUEST_BYTES = 16 * 1024 * 1024;
 
 export interface DownstreamServerOptions {
-  hub: Hub;
+  engine: SubscriptionEngine;
   metrics: RelayMetrics;
   logger: Logger;
-  hasDefaultUpstream: boolean;
+  /** No response to a client exceeds this many bytes (larger sets go in several). */
+  maxResponseBytes?: number;
+  /** A larger request ends that stream with RESOURCE_EXHAUSTED. */
+  maxRequestBytes?: number;
+  /** A client's identity (see AdsStreamOptions.identify). */
+  identify?: AdsStreamOptions['identify'];
   /** Extra grpc-js server options (e.g. max connection age). */
   serverOptions?: grpc.ServerOptions;
+  /** Share one encoding among clients that get identical responses (off only for benchmarks). */
+  shareResponses?: boolean;
+  /** Server credentials; plaintext when absent. */
+  credentials?: grpc.ServerCredentials;
 }
 
-/** The delta-ADS server clients connect to. */
+/** The ADS server clients connect to: delta (Envoy) and state of the world (gRPC) on one listener. */
 export class DownstreamServer {
   private readonly server: grpc.Server;
-  readonly streams = new Set<ClientStream>();
-  private drainer: Drainer<ClientStream> | undefined;
+  readonly streams = new Set<AdsStream>();
+  private drainer: Drainer<AdsStream> | undefined;
   private closing = false;
 
   constructor(private readonly opts: DownstreamServerOptions) {
@@ -27,25 +42,41 @@ export class DownstreamServer {
       'grpc.keepalive_time_ms': 60_000,
       'grpc.keepalive_timeout_ms': 20_000,
       'grpc.keepalive_permit_without_calls': 1,
-      'grpc.max_receive_message_length': 4 * 1024 * 1024,
+      'grpc.max_receive_message_length': opts.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES,
       ...opts.serverOptions,
     });
-    this.server.addService(deltaAdsServiceDefinition, {
-      DeltaAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.accept(call),
+    const nonces = new NonceSource();
+    const maxResponse = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+    const share = opts.shareResponses ?? true;
+    const delta = new DeltaResponses(nonces, opts.metrics, maxResponse, share);
+    const sotw = new SotwResponses(nonces, opts.metrics, maxResponse, share);
+    this.server.addService(adsServiceDefinition, {
+      DeltaAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.accept(new DeltaStream(call, this.streamOptions(delta))),
+      StreamAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.accept(new SotwStream(call, this.streamOptions(sotw))),
     });
   }
 
-  private accept(call: grpc.ServerDuplexStream<Buffer, Buffer>): void {
+  /** Adds another gRPC service on the same listener (e.g. client status). */
+  addService(definition: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation): void {
+    this.server.addService(definition, implementation);
+  }
+
+  private streamOptions(builder: AdsStreamOptions['builder']): AdsStreamOptions {
     const { metrics } = this.opts;
-    const stream = new ClientStream(call, {
-      hub: this.opts.hub,
+    return {
+      engine: this.opts.engine,
+      builder,
       metrics,
       logger: this.opts.logger,
-      hasDefaultUpstream: this.opts.hasDefaultUpstream,
+      identify: this.opts.identify,
       onClose: (s) => {
         if (this.streams.delete(s)) metrics.downstreamStreams.dec();
       },
-    });
+    };
+  }
+
+  private accept(stream: AdsStream): void {
+    const { metrics } = this.opts;
     this.streams.add(stream);
     metrics.downstreamStreams.inc();
     metrics.downstreamStreamsTotal.inc();
@@ -54,7 +85,7 @@ export class DownstreamServer {
     else if (this.drainer && this.drainer.state !== 'draining') this.sendAway(stream, 'drain');
   }
 
-  private sendAway(stream: ClientStream, reason: 'drain' | 'shutdown'): void {
+  private sendAway(stream: AdsStream, reason: 'drain' | 'shutdown'): void {
     this.opts.metrics.goaways.inc({ reason });
     stream.goAway(reason === 'drain' ? 'relay draining, reconnect' : 'relay shutting down, reconnect');
   }
@@ -84,7 +115,8 @@ export class DownstreamServer {
   /** Binds `host:port`; resolves with the bound port. */
   listen(address: string): Promise<number> {
     return new Promise((resolve, reject) => {
-      this.server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port)));
+      const credentials = this.opts.credentials ?? grpc.ServerCredentials.createInsecure();
+      this.server.bindAsync(address, credentials, (err, port) => (err ? reject(err) : resolve(port)));
     });
   }
 

@@ -1,52 +1,52 @@
-import type { Variant } from '../cache/memory-cache';
+import type { CacheEntry } from '../cache/memory-cache';
+import type { ResourceErrorInfo } from '../proto/resource-error';
+import type { FanOut } from './fan-out';
+import type { Subscription } from './subscription';
 
-/** What the hub needs from an upstream: named subscriptions, batched by the upstream itself. */
-export interface UpstreamPort {
-  /** The authority it speaks for; null for the default upstream (legacy names). */
-  readonly authority: string | null;
-  /** Human-readable name for logs and metric labels. */
-  readonly label: string;
-  readonly connected: boolean;
-  subscribe(typeUrl: string, name: string): void;
-  unsubscribe(typeUrl: string, name: string): void;
-  /** Asks again for a name already subscribed (its content was not cacheable). */
-  refetch(typeUrl: string, name: string): void;
-  subscriptionCount(): number;
-}
+/** The spellings one watcher used for one key: usually one string, an array when it used several. */
+export type Spellings = string | readonly string[];
 
-/** An encoded response and what it tells the client. Shared by every client that gets the same bytes. */
-export interface OutgoingResponse {
+/**
+ * A party interested in keys (one client stream's state for one type URL).
+ * The engine hands it entry changes — never bytes or nonces; what to send
+ * and how to encode it is the watcher's business.
+ */
+export interface Watcher {
   readonly typeUrl: string;
-  readonly nonce: string;
-  readonly bytes: Buffer;
-  readonly adds: readonly Variant[];
-  readonly removes: readonly string[];
-  /** hrtime (ns) of the upstream receipt that caused it, for the push-latency histogram. */
-  readonly cause?: bigint;
+  /** Who the client is, for authorization on join (undefined = unknown). */
+  readonly identity: string | undefined;
+  /**
+   * `entry` is the current content of a singleton `sub` (send it under each of
+   * `spellings`) or of a member of collection `sub` (send it under entry.name).
+   * `keepHeld`: the content may be older than what the client holds (fleet
+   * mode, upstream away): a client holding another version keeps it — return
+   * false then, so the engine asks the upstream for the current version.
+   */
+  resource(sub: Subscription, spellings: Spellings, entry: CacheEntry, fan: FanOut, keepHeld: boolean): boolean;
+  /** Resource `name` — the singleton (then name is the key) or a member of collection `sub` — no longer exists. */
+  removed(sub: Subscription, spellings: Spellings, name: string, fan: FanOut): void;
+  /** The singleton does not exist, or the collection is empty (`keepHeld` as for `resource`). */
+  absent(sub: Subscription, spellings: Spellings, fan: FanOut, keepHeld: boolean): void;
+  /** A collection's content is now fully known (the upstream answered it). */
+  collectionKnown(sub: Subscription, spellings: Spellings, fan: FanOut): void;
+  /** The control plane reported an error for `name` (a singleton or a member of `sub`). */
+  error(sub: Subscription, spellings: Spellings, name: string, error: ResourceErrorInfo, fan: FanOut): void;
+  /** A TTL heartbeat of the singleton's current version. */
+  heartbeat(sub: Subscription, spellings: Spellings, entry: CacheEntry, fan: FanOut): void;
+  /**
+   * The engine dropped the watcher from `sub` (policy change, or a name the
+   * control plane cannot take): its spellings are no longer subscribed.
+   */
+  withdrawn(sub: Subscription, spellings: Spellings, fan: FanOut): void;
 }
 
-/** The downstream side of a client stream, as the hub sees it. */
-export interface ClientPort {
-  readonly id: number;
-  /** Delivers a response for one of the client's type views (writes, or coalesces if the client is slow). */
-  push(view: ClientView, response: OutgoingResponse): void;
+/** Decides whether a client may join a key; the authorization policy implements it. */
+export interface JoinAuthorizer {
+  /** `authority`: the xdstp authority, or null for legacy names (the default upstream). */
+  allows(identity: string | undefined, typeUrl: string, authority: string | null, name: string): boolean;
 }
 
-/** Marker stored in `ClientView.held` for a name the client has been told does not exist. */
-export const TOLD_ABSENT = '\u0000absent';
-
-/** One client stream's state for one type URL. */
-export class ClientView {
-  /** The client's own spelling of each subscription → the shared subscription it joined. */
-  readonly subs = new Map<string, import('./subscription').Subscription | null>();
-  /** Name as the client knows it → version last sent (or TOLD_ABSENT). */
-  readonly held = new Map<string, string>();
-  /** Set while the client is in legacy wildcard mode (an initial request without names). */
-  implicitWildcard = false;
-
-  constructor(
-    readonly client: ClientPort,
-    readonly typeUrl: string,
-    readonly supportsTtl: boolean,
-  ) {}
+export function forEachSpelling(spellings: Spellings, fn: (s: string) => void): void {
+  if (typeof spellings === 'string') fn(spellings);
+  else for (const s of spellings) fn(s);
 }

@@ -25,6 +25,22 @@ export const deltaAdsServiceDefinition: grpc.ServiceDefinition = {
   DeltaAggregatedResources: deltaAdsMethod,
 };
 
+/** The state-of-the-world ADS method (gRPC's proxyless clients), raw bytes like the delta one. */
+export const sotwAdsMethod: grpc.MethodDefinition<Buffer, Buffer> = {
+  ...deltaAdsMethod,
+  path: SOTW_ADS_PATH,
+};
+
+/** Both ADS methods, as the relay serves them. */
+export const adsServiceDefinition: grpc.ServiceDefinition = {
+  StreamAggregatedResources: sotwAdsMethod,
+  DeltaAggregatedResources: deltaAdsMethod,
+};
+
+export function openSotwStream(client: grpc.Client, options?: grpc.CallOptions): grpc.ClientDuplexStream<Buffer, Buffer> {
+  return client.makeBidiStreamRequest(SOTW_ADS_PATH, passBytes, passBytes, new grpc.Metadata(), options ?? {});
+}
+
 /** A client constructor for the delta-ADS method, speaking raw bytes. */
 export const DeltaAdsClient = grpc.makeGenericClientConstructor(
   deltaAdsServiceDefinition as grpc.ServiceDefinition,

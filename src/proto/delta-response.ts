@@ -1,10 +1,12 @@
-import { WIRE_LEN, WireError, decodeUtf8, scanFields, varintSize, writeVarint } from './wire';
+import { WIRE_LEN, WireError, decodeUtf8, lenFieldSize, putLen, scanFields } from './wire';
 
 /** Field numbers of envoy.service.discovery.v3.DeltaDiscoveryResponse. */
 const RESOURCES = 2;
 const TYPE_URL = 4;
 const NONCE = 5;
 const REMOVED_RESOURCES = 6;
+const RESOURCE_ERRORS = 9;
+const NONE: readonly Buffer[] = [];
 
 /** An upstream response with each `Resource` kept as its own copy of the original bytes. */
 export interface ScannedDeltaResponse {
@@ -42,25 +44,18 @@ export function scanDeltaResponse(bytes: Buffer): ScannedDeltaResponse {
   return out;
 }
 
-function lenFieldSize(fieldNo: number, len: number): number {
-  return varintSize(fieldNo * 8 + WIRE_LEN) + varintSize(len) + len;
-}
-
-function putLen(out: Buffer, pos: number, fieldNo: number, len: number): number {
-  pos = writeVarint(out, pos, fieldNo * 8 + WIRE_LEN);
-  return writeVarint(out, pos, len);
-}
-
 /**
  * Encodes a DeltaDiscoveryResponse from already-encoded `Resource`s in one
  * allocation. This is the only serialization on the fan-out path, and it runs
- * once per distinct response, not once per client.
+ * once per distinct response, not once per client. `errors` are encoded
+ * `ResourceError` messages (field 9), see `encodeResourceError`.
  */
 export function encodeDeltaResponse(
   typeUrl: string,
   resources: readonly Buffer[],
   removed: readonly string[],
   nonce: string,
+  errors: readonly Buffer[] = NONE,
 ): Buffer {
   const typeLen = Buffer.byteLength(typeUrl, 'utf8');
   const nonceLen = Buffer.byteLength(nonce, 'utf8');
@@ -68,6 +63,7 @@ export function encodeDeltaResponse(
   for (const r of resources) size += lenFieldSize(RESOURCES, r.length);
   const removedLens = removed.map((n) => Buffer.byteLength(n, 'utf8'));
   for (const len of removedLens) size += lenFieldSize(REMOVED_RESOURCES, len);
+  for (const e of errors) size += lenFieldSize(RESOURCE_ERRORS, e.length);
   const out = Buffer.allocUnsafe(size);
   let pos = 0;
   for (const r of resources) {
@@ -82,5 +78,9 @@ export function encodeDeltaResponse(
     pos = putLen(out, pos, REMOVED_RESOURCES, removedLens[i]);
     pos += out.write(name, pos, 'utf8');
   });
+  for (const e of errors) {
+    pos = putLen(out, pos, RESOURCE_ERRORS, e.length);
+    pos += e.copy(out, pos);
+  }
   return out;
 }

@@ -64,6 +64,8 @@ export interface DeltaDiscoveryResponse {
   nonce?: string;
   removed_resources?: string[];
   control_plane?: { identifier?: string };
+  removed_resource_names?: Array<{ name?: string }>;
+  resource_errors?: ResourceErrorMessage[];
 }
 
 interface Codec<T> {
@@ -102,3 +104,30 @@ export const deltaResponseCodec = codecFor<DeltaDiscoveryResponse>(
   'envoy.service.discovery.v3.DeltaDiscoveryResponse',
 );
 export const resourceCodec = codecFor<Resource>('envoy.service.discovery.v3.Resource');
+export const nodeCodec = codecFor<Node>('envoy.config.core.v3.Node');
+
+export interface DiscoveryRequest {
+  version_info?: string;
+  node?: Node;
+  resource_names?: string[];
+  type_url?: string;
+  response_nonce?: string;
+  error_detail?: RpcStatus;
+}
+
+export interface ResourceErrorMessage {
+  resource_name?: { name?: string };
+  error_detail?: RpcStatus;
+}
+
+export interface DiscoveryResponse {
+  version_info?: string;
+  resources?: Any[];
+  type_url?: string;
+  nonce?: string;
+  control_plane?: { identifier?: string };
+  resource_errors?: ResourceErrorMessage[];
+}
+
+export const discoveryRequestCodec = codecFor<DiscoveryRequest>('envoy.service.discovery.v3.DiscoveryRequest');
+export const discoveryResponseCodec = codecFor<DiscoveryResponse>('envoy.service.discovery.v3.DiscoveryResponse');

@@ -20,6 +20,8 @@ export interface ResourceParts {
   hasBody: boolean;
   /** type_url of the payload `Any`, '' when absent. */
   payloadType: string;
+  /** The payload `Any` message itself (a view into the resource bytes), as SotW responses carry it. */
+  payload: Buffer | undefined;
   ttlMs: number | undefined;
   doNotCache: boolean;
   body: Buffer;
@@ -61,6 +63,7 @@ export function splitResource(bytes: Buffer): ResourceParts {
     version: '',
     hasBody: false,
     payloadType: '',
+    payload: undefined,
     ttlMs: undefined,
     doNotCache: false,
     body: bytes,
@@ -85,6 +88,7 @@ export function splitResource(bytes: Buffer): ResourceParts {
       case RESOURCE_ANY:
         if (isLen) {
           parts.hasBody = true;
+          parts.payload = bytes.subarray(f.valueStart, f.valueEnd);
           parts.payloadType = readAnyType(bytes, f.valueStart, f.valueEnd);
         }
         break;

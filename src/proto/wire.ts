@@ -128,3 +128,22 @@ export function stringField(fieldNo: number, value: string): Buffer {
 export function decodeUtf8(buf: Uint8Array, start: number, end: number): string {
   return Buffer.from(buf.buffer, buf.byteOffset + start, end - start).toString('utf8');
 }
+
+/** Size of one length-delimited field of `len` payload bytes, tag included. */
+export function lenFieldSize(fieldNo: number, len: number): number {
+  return varintSize(fieldNo * 8 + WIRE_LEN) + varintSize(len) + len;
+}
+
+/** Writes the tag and length of a length-delimited field; returns where its payload goes. */
+export function putLen(out: Buffer, pos: number, fieldNo: number, len: number): number {
+  pos = writeVarint(out, pos, fieldNo * 8 + WIRE_LEN);
+  return writeVarint(out, pos, len);
+}
+
+/** A varint field (tag + value). */
+export function varintField(fieldNo: number, value: number): Buffer {
+  const tag = fieldNo * 8 + WIRE_VARINT;
+  const out = Buffer.allocUnsafe(varintSize(tag) + varintSize(value));
+  writeVarint(out, writeVarint(out, 0, tag), value);
+  return out;
+}

@@ -1,20 +1,13 @@
 import * as grpc from '@grpc/grpc-js';
-import type { UpstreamPort } from '../hub/types';
 import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
 import { DeltaAdsClient, openDeltaStream } from '../proto/ads-service';
 import { scanDeltaResponse } from '../proto/delta-response';
 import { deltaRequestCodec, type DeltaDiscoveryRequest, type Node } from '../proto/messages';
 import { Backoff } from './backoff';
+import type { UpstreamPort, UpstreamSink } from './types';
 
 export type UpstreamState = 'idle' | 'connecting' | 'ready' | 'backoff' | 'closed';
-
-/** What an upstream hands back to the relay. */
-export interface UpstreamSink {
-  onResponse(upstream: UpstreamPort, typeUrl: string, resources: Buffer[], removed: string[], receivedAt: bigint): void;
-  /** initial_resource_versions for a (re)subscription, from the cache. */
-  versionsFor(typeUrl: string, names: Iterable<string>): Record<string, string>;
-}
 
 export interface GrpcUpstreamOptions {
   authority: string | null;
@@ -298,7 +291,7 @@ export class GrpcUpstream implements UpstreamPort {
       return;
     }
     try {
-      this.opts.sink.onResponse(this, scanned.typeUrl, scanned.resources, scanned.removed, receivedAt);
+      this.opts.sink.onResponse(this, { typeUrl: scanned.typeUrl, resources: scanned.resources, removed: scanned.removed, errors: [], receivedAt });
     } catch (err) {
       this.opts.logger.error({ authority: this.label, err }, 'failed to apply upstream response');
     }

@@ -1,0 +1,207 @@
+import * as grpc from '@grpc/grpc-js';
+import type { SubscriptionEngine } from '../hub/engine';
+import { FanOut } from '../hub/fan-out';
+import type { Logger } from '../log';
+import type { RelayMetrics } from '../metrics';
+import type { Node } from '../proto/messages';
+import { RequestError } from '../proto/requests';
+import { sendGoaway } from './goaway';
+import { SubscriptionState, type OutgoingResponse, type ResponseBuilder, type StreamPort } from './subscription-state';
+
+export const TTL_CLIENT_FEATURE = 'xds.config.supports-resource-ttl';
+
+export const LISTENER_TYPE = 'type.googleapis.com/envoy.config.listener.v3.Listener';
+export const CLUSTER_TYPE = 'type.googleapis.com/envoy.config.cluster.v3.Cluster';
+
+/** Types whose initial request without names means "everything" (legacy wildcard), and whose SotW responses carry the full state. */
+export const LEGACY_WILDCARD_TYPES: ReadonlySet<string> = new Set([LISTENER_TYPE, CLUSTER_TYPE]);
+
+export type Protocol = 'delta' | 'sotw';
+
+export interface AdsStreamOptions {
+  engine: SubscriptionEngine;
+  builder: ResponseBuilder;
+  metrics: RelayMetrics;
+  logger: Logger;
+  /** The client's identity from its connection (verified certificate), or from its node id where policy allows. */
+  identify?(call: grpc.ServerDuplexStream<Buffer, Buffer>, nodeId: string | undefined): string | undefined;
+  onClose(stream: AdsStream): void;
+}
+
+let nextStreamId = 1;
+
+/**
+ * One downstream ADS stream, either protocol: the gRPC call's lifecycle,
+ * writes with back-pressure, and one SubscriptionState per type URL. The
+ * protocol subclasses only decode requests and apply their rules.
+ */
+export abstract class AdsStream implements StreamPort {
+  readonly id = nextStreamId++;
+  readonly peer: string;
+  readonly openedAt = Date.now();
+  abstract readonly protocol: Protocol;
+  node: Node | undefined;
+  supportsTtl = false;
+  identity: string | undefined;
+  readonly states = new Map<string, SubscriptionState>();
+  blocked = false;
+  private closed = false;
+  private refusalLogged = false;
+  lastNonce = '';
+  lastAckedNonce = '';
+
+  constructor(
+    protected readonly call: grpc.ServerDuplexStream<Buffer, Buffer>,
+    protected readonly opts: AdsStreamOptions,
+  ) {
+    this.peer = call.getPeer();
+    this.identity = opts.identify?.(call, undefined);
+    call.on('data', (bytes: Buffer) => this.onData(bytes));
+    call.on('end', () => {
+      this.close('client half-closed');
+      call.end();
+    });
+    call.on('error', (err: Error) => this.close(`stream error: ${err.message}`));
+    call.on('cancelled', () => this.close('cancelled'));
+    call.on('close', () => this.close('closed'));
+    call.on('drain', () => this.onDrain());
+  }
+
+  get nodeId(): string {
+    return this.node?.id ?? '';
+  }
+
+  get isSlow(): boolean {
+    return this.blocked;
+  }
+
+  get nacks(): number {
+    let n = 0;
+    for (const s of this.states.values()) n += s.nacks;
+    return n;
+  }
+
+  /** Ends the stream with a status; the client's subscriptions are released. */
+  fail(code: grpc.status, details: string): void {
+    if (this.closed) return;
+    this.opts.logger.warn({ client: this.id, peer: this.peer, node: this.nodeId, code: grpc.status[code], details }, 'ending client stream');
+    this.close(details);
+    // grpc-js turns an 'error' emitted on a server stream into the call's final status.
+    this.call.emit('error', { code, details, metadata: new grpc.Metadata() });
+  }
+
+  /**
+   * Sends the client away so it reconnects, to another relay (drain,
+   * shutdown): GOAWAY on its connection, then the stream ends with
+   * UNAVAILABLE, the status xDS clients retry on. Writes already queued are
+   * flushed before the status.
+   */
+  goAway(reason: string): void {
+    if (this.closed) return;
+    this.close(reason);
+    sendGoaway(this.call);
+    this.call.emit('error', { code: grpc.status.UNAVAILABLE, details: `xdstp-relay: ${reason}`, metadata: new grpc.Metadata() });
+  }
+
+  // --- StreamPort -------------------------------------------------------------
+
+  send(_state: SubscriptionState, response: OutgoingResponse): void {
+    if (this.closed) return;
+    const { metrics } = this.opts;
+    this.lastNonce = response.nonce;
+    const counters = metrics.forType(response.typeUrl);
+    counters.responses.inc();
+    if (response.adds.length > 0) counters.resources.inc(response.adds.length);
+    metrics.bytesSent.inc(response.bytes.length);
+    if (!this.call.write(response.bytes)) this.blocked = true;
+  }
+
+  refused(state: SubscriptionState, name: string, reason: string, message: string): void {
+    // Once per stream at warn; the rest at debug, so a hostile client cannot flood the log.
+    const level = this.refusalLogged ? 'debug' : 'warn';
+    this.refusalLogged = true;
+    this.opts.logger[level](
+      { client: this.id, node: this.nodeId, identity: this.identity, typeUrl: state.typeUrl, name, reason, detail: message },
+      'subscription refused; answered as not existing',
+    );
+  }
+
+  coalesced(): void {
+    this.opts.metrics.coalescedUpdates.inc();
+  }
+
+  // --- requests -------------------------------------------------------------
+
+  private onData(bytes: Buffer): void {
+    if (this.closed) return;
+    try {
+      this.handle(bytes);
+    } catch (err) {
+      if (err instanceof RequestError) {
+        this.opts.metrics.badRequests.inc({ reason: 'undecodable' });
+        this.fail(grpc.status.INVALID_ARGUMENT, err.message);
+        return;
+      }
+      this.opts.logger.error({ client: this.id, err }, 'failed to handle client request');
+      this.fail(grpc.status.INTERNAL, 'internal error while handling the request');
+    }
+  }
+
+  /** Decodes and applies one request. Throws RequestError for input the relay will not act on. */
+  protected abstract handle(bytes: Buffer): void;
+
+  /** The first request of a stream carries `node`; later ones may omit it. */
+  protected noteNode(node: Node | undefined): void {
+    if (this.node || !node) return;
+    this.node = node;
+    this.supportsTtl = this.protocol === 'delta' && (node.client_features ?? []).includes(TTL_CLIENT_FEATURE);
+    this.identity = this.opts.identify?.(this.call, node.id) ?? this.identity;
+    this.opts.logger.info(
+      { client: this.id, peer: this.peer, node: this.nodeId, protocol: this.protocol, ttl: this.supportsTtl },
+      'client stream opened',
+    );
+  }
+
+  protected requireTypeUrl(typeUrl: string): boolean {
+    if (typeUrl !== '') return true;
+    this.opts.metrics.badRequests.inc({ reason: 'missing_type_url' });
+    this.fail(grpc.status.INVALID_ARGUMENT, 'type_url is required on the aggregated (ADS) stream');
+    return false;
+  }
+
+  protected stateFor(typeUrl: string): { state: SubscriptionState; first: boolean } {
+    let state = this.states.get(typeUrl);
+    if (state) return { state, first: false };
+    const fullState = this.protocol === 'sotw' && LEGACY_WILDCARD_TYPES.has(typeUrl);
+    state = new SubscriptionState(typeUrl, this, this.opts.engine, this.opts.builder, fullState);
+    this.states.set(typeUrl, state);
+    return { state, first: true };
+  }
+
+  protected noteNack(state: SubscriptionState, nonce: string, message: string): void {
+    const { metrics, logger } = this.opts;
+    metrics.nacks.inc({ type: metrics.typeLabel(state.typeUrl) });
+    logger.warn({ client: this.id, node: this.nodeId, typeUrl: state.typeUrl, nonce, error: message }, 'client NACK');
+    state.nack(nonce, message);
+  }
+
+  protected newRound(): FanOut {
+    return new FanOut();
+  }
+
+  private onDrain(): void {
+    this.blocked = false;
+    for (const state of this.states.values()) {
+      if (this.closed || this.blocked) return;
+      state.drainBacklog();
+    }
+  }
+
+  private close(why: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const state of this.states.values()) state.close();
+    this.opts.logger.info({ client: this.id, peer: this.peer, node: this.nodeId, protocol: this.protocol, why }, 'client stream closed');
+    this.opts.onClose(this);
+  }
+}

@@ -1,0 +1,168 @@
+import type { Variant } from '../cache/memory-cache';
+import type { FanOut } from '../hub/fan-out';
+import type { RelayMetrics } from '../metrics';
+import { encodeDeltaResponse } from '../proto/delta-response';
+import { encodeResourceError } from '../proto/resource-error';
+import { encodeSotwResponse } from '../proto/sotw-response';
+import type { OutgoingResponse, Pending, ResponseBuilder, SubscriptionState } from './subscription-state';
+
+/** gRPC's default receive limit: what most clients accept in one message. */
+export const DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
+
+/** Room left in every response for its type URL, nonce, version and field tags. */
+const ENVELOPE_BYTES = 1024;
+
+/** Nonces unique within a relay, hence within every stream; also SotW's version_info. */
+export class NonceSource {
+  private counter = 0;
+
+  next(): string {
+    return (++this.counter).toString(36);
+  }
+}
+
+/** Splits `items` into runs whose sizes add up to at most `limit` (an item larger than the limit goes alone). */
+export function chunkBySize<T>(items: readonly T[], size: (t: T) => number, limit: number): T[][] {
+  const chunks: T[][] = [];
+  let current: T[] = [];
+  let bytes = 0;
+  for (const item of items) {
+    const n = size(item);
+    if (current.length > 0 && bytes + n > limit) {
+      chunks.push(current);
+      current = [];
+      bytes = 0;
+    }
+    current.push(item);
+    bytes += n;
+  }
+  if (current.length > 0 || chunks.length === 0) chunks.push(current);
+  return chunks;
+}
+
+function totalBytes(variants: readonly Variant[], of: (v: Variant) => number): number {
+  let n = 0;
+  for (const v of variants) n += of(v);
+  return n;
+}
+
+const resourceBytes = (v: Variant): number => v.bytes.length + 8;
+const payloadBytes = (v: Variant): number => (v.payload?.length ?? 0) + 8;
+
+/** Content signature for sharing an encoding between clients: variant ids, then removed names. */
+function signature(typeUrl: string, adds: readonly Variant[], removes: readonly string[]): string {
+  let sig = typeUrl;
+  for (const v of adds) sig += `,${v.id}`;
+  if (removes.length > 0) sig += `\n${removes.join('\n')}`;
+  return sig;
+}
+
+/** Incremental (delta) responses: the changed resources and removed names, split by size. */
+export class DeltaResponses implements ResponseBuilder {
+  readonly protocol = 'delta';
+
+  constructor(
+    private readonly nonces: NonceSource,
+    private readonly metrics: RelayMetrics,
+    private readonly maxBytes = DEFAULT_MAX_RESPONSE_BYTES,
+    /** Off only for the encode-once ablation benchmark. */
+    private readonly share = true,
+  ) {}
+
+  build(state: SubscriptionState, p: Pending, fan: FanOut | undefined): OutgoingResponse[] {
+    // Errors are rare and per client: never shared.
+    if (!fan || !this.share || p.errors.length > 0) return this.encode(state.typeUrl, p);
+    const memo = fan.memo(this.protocol);
+    // The common case — one changed resource — is keyed by the shared variant itself: no string building.
+    const key: unknown = p.adds.length === 1 && p.removes.length === 0 && !p.forced ? p.adds[0] : signature(state.typeUrl, p.adds, p.removes);
+    let responses = memo.get(key) as OutgoingResponse[] | undefined;
+    if (!responses) {
+      responses = this.encode(state.typeUrl, p);
+      memo.set(key, responses);
+    }
+    return responses;
+  }
+
+  private encode(typeUrl: string, p: Pending): OutgoingResponse[] {
+    const errors = p.errors.map(encodeResourceError);
+    const limit = this.maxBytes - ENVELOPE_BYTES;
+    const chunks = p.adds.length > 1 && totalBytes(p.adds, resourceBytes) > limit ? chunkBySize(p.adds, resourceBytes, limit) : [p.adds];
+    return chunks.map((adds, i) => {
+      const last = i === chunks.length - 1;
+      const removes = last ? p.removes : [];
+      const nonce = this.nonces.next();
+      const bytes = encodeDeltaResponse(
+        typeUrl,
+        adds.map((v) => v.bytes),
+        removes,
+        nonce,
+        last ? errors : [],
+      );
+      this.metrics.responsesEncoded.inc();
+      return { typeUrl, nonce, bytes, adds, removes };
+    });
+  }
+}
+
+/**
+ * State-of-the-world responses. Listener and Cluster carry the client's whole
+ * state of the world every time (kept in `state.world`); other types carry
+ * the changed resources, like delta. Removals of other types cannot be said
+ * in SotW (the client's does-not-exist timer covers them).
+ */
+export class SotwResponses implements ResponseBuilder {
+  readonly protocol = 'sotw';
+
+  constructor(
+    private readonly nonces: NonceSource,
+    private readonly metrics: RelayMetrics,
+    private readonly maxBytes = DEFAULT_MAX_RESPONSE_BYTES,
+    private readonly share = true,
+  ) {}
+
+  build(state: SubscriptionState, p: Pending, fan: FanOut | undefined): OutgoingResponse[] {
+    const world = state.world;
+    let items: Variant[];
+    if (world) {
+      if (p.adds.length === 0 && p.removes.length === 0 && !p.forced && p.errors.length === 0) return [];
+      items = [...world.values()].filter((v) => v.payload !== undefined);
+      items.sort((a, b) => a.id - b.id);
+    } else {
+      // Latest version per name; heartbeats (no payload) mean nothing in SotW.
+      const byName = new Map<string, Variant>();
+      for (const v of p.adds) if (v.payload !== undefined) byName.set(v.name, v);
+      items = [...byName.values()];
+      if (items.length === 0 && p.errors.length === 0 && !p.forced) return [];
+    }
+    if (!fan || !this.share || p.errors.length > 0) return this.encode(state.typeUrl, items, p, world !== undefined);
+    const memo = fan.memo(this.protocol);
+    const key: unknown = !world && items.length === 1 ? items[0] : signature(state.typeUrl, items, world ? ['*'] : []);
+    let responses = memo.get(key) as OutgoingResponse[] | undefined;
+    if (!responses) {
+      responses = this.encode(state.typeUrl, items, p, world !== undefined);
+      memo.set(key, responses);
+    }
+    return responses;
+  }
+
+  private encode(typeUrl: string, items: Variant[], p: Pending, fullState: boolean): OutgoingResponse[] {
+    const errors = p.errors.map(encodeResourceError);
+    const limit = this.maxBytes - ENVELOPE_BYTES;
+    // A full state of the world cannot be split: each response replaces the previous one.
+    const chunks =
+      !fullState && items.length > 1 && totalBytes(items, payloadBytes) > limit ? chunkBySize(items, payloadBytes, limit) : [items];
+    return chunks.map((chunk, i) => {
+      const last = i === chunks.length - 1;
+      const nonce = this.nonces.next();
+      const bytes = encodeSotwResponse(
+        typeUrl,
+        nonce,
+        chunk.map((v) => v.payload!),
+        nonce,
+        last ? errors : [],
+      );
+      this.metrics.responsesEncoded.inc();
+      return { typeUrl, nonce, bytes, adds: chunk, removes: [] };
+    });
+  }
+}

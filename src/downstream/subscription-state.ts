@@ -1,0 +1,477 @@
+import type { CacheEntry, Variant } from '../cache/memory-cache';
+import type { SubscriptionEngine } from '../hub/engine';
+import type { FanOut, FanOutTarget } from '../hub/fan-out';
+import { WILDCARD } from '../hub/routing';
+import type { Subscription } from '../hub/subscription';
+import { forEachSpelling, type Spellings, type Watcher } from '../hub/types';
+import type { ResourceErrorInfo } from '../proto/resource-error';
+
+/** Marker stored in `held` for a name the client has been told does not exist. */
+export const TOLD_ABSENT = '\u0000absent';
+
+/** An encoded response and what it tells the client; shared by every client that gets the same bytes. */
+export interface OutgoingResponse {
+  readonly typeUrl: string;
+  readonly nonce: string;
+  readonly bytes: Buffer;
+  readonly adds: readonly Variant[];
+  readonly removes: readonly string[];
+}
+
+/** What one flush is about to tell the client. */
+export interface Pending {
+  adds: Variant[];
+  removes: string[];
+  errors: ResourceErrorInfo[];
+  /** Send a response even if it is empty (the first answer to a wildcard). */
+  forced: boolean;
+}
+
+/** One protocol's way of turning a client's pending changes into responses (delta, SotW). */
+export interface ResponseBuilder {
+  readonly protocol: 'delta' | 'sotw';
+  /** Responses for `pending` (several when it exceeds the size limit); shares encodings through `fan`. */
+  build(state: SubscriptionState, pending: Pending, fan: FanOut | undefined): OutgoingResponse[];
+}
+
+/** The client stream a state belongs to. */
+export interface StreamPort {
+  readonly id: number;
+  readonly supportsTtl: boolean;
+  readonly identity: string | undefined;
+  /** True while the client is not reading: responses are coalesced. */
+  readonly blocked: boolean;
+  send(state: SubscriptionState, response: OutgoingResponse): void;
+  /** A subscription was refused for this client (logged once per stream by the stream). */
+  refused(state: SubscriptionState, name: string, reason: string, message: string): void;
+  /** Counts a response coalesced while the client was slow. */
+  coalesced(): void;
+}
+
+/** A NACK the client sent: what it rejected, why and when. */
+export interface Rejected {
+  version: string;
+  details: string;
+  at: number;
+}
+
+const NO_NAMES: readonly string[] = [];
+const NO_ERRORS: readonly ResourceErrorInfo[] = [];
+
+/**
+ * One client stream's state for one type URL — the only place that knows the
+ * per-client protocol rules. Every spelling the client used, the versions it
+ * holds, wildcard mode, ACK/NACK, coalescing while slow. The engine tells it
+ * entry changes (it is the engine's Watcher); it turns them into pending
+ * changes and, when a fan-out round ends, into responses through its
+ * protocol's builder. Delta and SotW streams share it unchanged.
+ */
+export class SubscriptionState implements Watcher, FanOutTarget {
+  /** The client's spelling of each subscription → the engine's subscription (null: refused). */
+  readonly names = new Map<string, Subscription | null>();
+  /** Name as the client knows it → version last sent (or TOLD_ABSENT). */
+  readonly held = new Map<string, string>();
+  /**
+   * Name → what the client currently has, for protocols that resend the whole
+   * state of the world (SotW Listener/Cluster); undefined otherwise.
+   */
+  readonly world: Map<string, Variant> | undefined;
+  /** Subscribed through an initial request without names (legacy wildcard). */
+  legacyWildcard = false;
+  /** Responses sent and not yet ACKed or NACKed, oldest first. */
+  readonly unacked: OutgoingResponse[] = [];
+  /** Names whose last sent version the client NACKed. */
+  rejected: Map<string, Rejected> | undefined;
+  nacks = 0;
+  /** The last response's nonce (SotW requests must carry it to count). */
+  lastNonce = '';
+  /** Names a reconnecting client listed as held, not yet confirmed by a known collection. */
+  private initialNames: Set<string> | undefined;
+  /** The wildcard was subscribed and has not been answered yet. */
+  private owesWildcardAnswer = false;
+  private pending: Pending | undefined;
+  private backlog: Map<string, Variant | null> | undefined;
+  private backlogErrors: ResourceErrorInfo[] | undefined;
+
+  constructor(
+    readonly typeUrl: string,
+    private readonly stream: StreamPort,
+    private readonly engine: SubscriptionEngine,
+    private readonly builder: ResponseBuilder,
+    keepsWorld: boolean,
+  ) {
+    this.world = keepsWorld ? new Map() : undefined;
+  }
+
+  get identity(): string | undefined {
+    return this.stream.identity;
+  }
+
+  get streamId(): number {
+    return this.stream.id;
+  }
+
+  get protocol(): 'delta' | 'sotw' {
+    return this.builder.protocol;
+  }
+
+  // --- client requests -----------------------------------------------------
+
+  /** Versions a reconnecting client says it holds (delta initial_resource_versions); they count as held. */
+  setInitialVersions(versions: ReadonlyMap<string, string>): void {
+    if (versions.size === 0) return;
+    this.initialNames ??= new Set();
+    for (const [name, version] of versions) {
+      this.held.set(name, version);
+      this.initialNames.add(name);
+    }
+  }
+
+  /**
+   * Subscribes `names`. A name the client already subscribes is asked for
+   * again: it is sent again (every member, for a collection), a refused one
+   * is answered again.
+   */
+  subscribe(names: readonly string[], fan: FanOut): void {
+    const seen = names.length > 1 ? new Set<string>() : undefined;
+    for (const name of names) {
+      if (seen) {
+        if (seen.has(name)) continue;
+        seen.add(name);
+      }
+      const existing = this.names.get(name);
+      if (existing === null) {
+        this.held.delete(name);
+        this.answerRefused(name, fan);
+        continue;
+      }
+      if (existing !== undefined) {
+        this.forgetHeld(existing, name);
+        if (name === WILDCARD) this.owesWildcardAnswer = true;
+        this.engine.answer(this, existing, name, fan);
+        continue;
+      }
+      const joined = this.engine.join(this, name);
+      if (!('key' in joined)) {
+        this.names.set(name, null);
+        this.stream.refused(this, name, joined.reason, joined.message);
+        this.answerRefused(name, fan);
+        continue;
+      }
+      this.names.set(name, joined);
+      if (name === WILDCARD) this.owesWildcardAnswer = true;
+      this.engine.answer(this, joined, name, fan);
+    }
+  }
+
+  /** Unsubscribes `names`; a name still covered by one of the client's collections is answered again. */
+  unsubscribe(names: readonly string[], fan: FanOut): void {
+    for (const name of names) {
+      const sub = this.names.get(name);
+      if (sub === undefined) continue;
+      this.names.delete(name);
+      if (name === WILDCARD) {
+        this.legacyWildcard = false;
+        this.owesWildcardAnswer = false;
+      }
+      if (sub === null) {
+        this.held.delete(name);
+        continue;
+      }
+      this.engine.leave(this, sub, name);
+      if (sub.isCollection) {
+        for (const m of this.engine.store.members(sub.key)) {
+          if (this.names.has(m.name) || this.coveredByCollection(m.name) !== undefined) continue;
+          this.held.delete(m.name);
+          this.world?.delete(m.name);
+        }
+        this.held.delete(name);
+      } else {
+        this.held.delete(name);
+        this.world?.delete(name);
+        this.answerStillCovered(name, fan);
+      }
+    }
+  }
+
+  /** The stream is gone: leave every subscription. */
+  close(): void {
+    for (const [name, sub] of this.names) if (sub) this.engine.leave(this, sub, name);
+    this.names.clear();
+    this.pending = undefined;
+    this.backlog = undefined;
+  }
+
+  /**
+   * The protocol rule for a name the client stopped asking for while one of
+   * its collections (a glob, or the wildcard) still covers it: the client
+   * cannot know whether to keep it, so it is sent again if it exists, else
+   * reported removed.
+   */
+  private answerStillCovered(name: string, fan: FanOut): void {
+    const coll = this.coveredByCollection(name);
+    if (coll === undefined) return;
+    const key = this.engine.heldKey(this.typeUrl, name);
+    const entry = key ? this.engine.store.get(key.key) : undefined;
+    if (entry) {
+      this.held.delete(entry.name);
+      this.offer(entry.name, entry.variant(entry.name, false), fan);
+    } else {
+      this.queueRemove(name, fan);
+    }
+  }
+
+  /** The collection subscription of this client that covers resource `name`, if any. */
+  private coveredByCollection(name: string): Subscription | undefined {
+    const key = this.engine.heldKey(this.typeUrl, name);
+    if (!key) return undefined;
+    const coll = this.engine.subscription(key.collection);
+    return coll && coll.watchers.has(this) ? coll : undefined;
+  }
+
+  /** Re-subscribing means "send it again": forget what the client was sent under `spelling`. */
+  private forgetHeld(sub: Subscription, spelling: string): void {
+    if (!sub.isCollection) {
+      this.held.delete(spelling);
+      return;
+    }
+    this.held.delete(spelling);
+    for (const m of this.engine.store.members(sub.key)) this.held.delete(m.name);
+  }
+
+  /** A refused name: removed for a resource or glob; the wildcard still gets its (empty) first answer. */
+  private answerRefused(name: string, fan: FanOut): void {
+    if (name === WILDCARD) {
+      this.forceAnswer(fan);
+      return;
+    }
+    this.tellAbsent(name, fan);
+  }
+
+  /** ACK of the response with `nonce` (and of every earlier one). */
+  ack(nonce: string): void {
+    const acked = this.settle(nonce);
+    if (acked && this.rejected) {
+      for (const v of acked.adds) this.rejected.delete(v.name);
+      if (this.rejected.size === 0) this.rejected = undefined;
+    }
+  }
+
+  /** NACK of the response with `nonce`: the client keeps its previous state; the rejected versions are not sent again. */
+  nack(nonce: string, details: string): void {
+    this.nacks++;
+    const rejected = this.settle(nonce);
+    if (!rejected) return;
+    const at = Date.now();
+    this.rejected ??= new Map();
+    for (const v of rejected.adds) this.rejected.set(v.name, { version: v.version, details, at });
+  }
+
+  /** Drops `nonce`'s response and every earlier one from the unacked queue; returns it. */
+  private settle(nonce: string): OutgoingResponse | undefined {
+    const i = this.unacked.findIndex((r) => r.nonce === nonce);
+    if (i < 0) return undefined;
+    const r = this.unacked[i];
+    this.unacked.splice(0, i + 1);
+    return r;
+  }
+
+  // --- engine callbacks (Watcher) ---------------------------------------
+
+  resource(sub: Subscription, spellings: Spellings, entry: CacheEntry, fan: FanOut, keepHeld: boolean): boolean {
+    let kept = true;
+    if (!sub.isCollection) {
+      forEachSpelling(spellings, (s) => {
+        if (keepHeld && this.holdsOther(s, entry.version)) kept = false;
+        else this.offer(s, entry.variant(s, this.stream.supportsTtl), fan);
+      });
+      return kept;
+    }
+    if (keepHeld && this.holdsOther(entry.name, entry.version)) return false;
+    // The collection is no longer empty.
+    forEachSpelling(spellings, (s) => {
+      if (this.held.get(s) === TOLD_ABSENT) this.held.delete(s);
+    });
+    this.owesWildcardAnswer = false;
+    this.initialNames?.delete(entry.name);
+    this.offer(entry.name, entry.variant(entry.name, false), fan);
+    return true;
+  }
+
+  removed(sub: Subscription, spellings: Spellings, name: string, fan: FanOut): void {
+    if (!sub.isCollection) {
+      forEachSpelling(spellings, (s) => this.tellAbsent(s, fan));
+      return;
+    }
+    // A name the client also subscribes by itself hears about it through that subscription.
+    if (this.names.has(name)) return;
+    this.retract(name, fan);
+  }
+
+  absent(sub: Subscription, spellings: Spellings, fan: FanOut, keepHeld: boolean): void {
+    if (!sub.isCollection) {
+      forEachSpelling(spellings, (s) => {
+        if (!(keepHeld && this.holdsOther(s))) this.tellAbsent(s, fan);
+      });
+      return;
+    }
+    // Fleet mode, upstream away: the client may hold members from another relay.
+    if (keepHeld && this.held.size > 0) return;
+    if (sub.kind === 'wildcard') {
+      if (this.owesWildcardAnswer) this.forceAnswer(fan);
+      return;
+    }
+    // An empty glob is said with the glob's own name in removed_resources.
+    forEachSpelling(spellings, (s) => this.tellAbsent(s, fan));
+  }
+
+  collectionKnown(sub: Subscription, _spellings: Spellings, fan: FanOut): void {
+    if (sub.kind === 'wildcard' && this.owesWildcardAnswer) this.forceAnswer(fan);
+    const initial = this.initialNames;
+    if (!initial) return;
+    const { store } = this.engine;
+    for (const name of initial) {
+      const key = this.engine.heldKey(this.typeUrl, name);
+      if (!key || key.collection !== sub.key) continue;
+      initial.delete(name);
+      if (!this.names.has(name) && !store.get(key.key)) this.retract(name, fan);
+    }
+    if (initial.size === 0) this.initialNames = undefined;
+  }
+
+  error(sub: Subscription, spellings: Spellings, name: string, error: ResourceErrorInfo, fan: FanOut): void {
+    const p = this.pendingFor(fan);
+    if (p.errors === NO_ERRORS) p.errors = [];
+    if (sub.isCollection) p.errors.push(error);
+    else forEachSpelling(spellings, (s) => p.errors.push(s === error.name ? error : { ...error, name: s }));
+    void name;
+  }
+
+  heartbeat(_sub: Subscription, spellings: Spellings, beat: CacheEntry, fan: FanOut): void {
+    if (!this.stream.supportsTtl) return;
+    forEachSpelling(spellings, (s) => {
+      if (this.held.get(s) === beat.version) this.pendingFor(fan).adds.push(beat.variant(s, true));
+    });
+  }
+
+  withdrawn(sub: Subscription, spellings: Spellings, fan: FanOut): void {
+    forEachSpelling(spellings, (s) => {
+      if (this.names.get(s) !== sub) return;
+      this.names.set(s, null);
+      if (!sub.isCollection) {
+        this.world?.delete(s);
+        this.tellAbsent(s, fan);
+      }
+    });
+    if (!sub.isCollection) return;
+    for (const m of this.engine.store.members(sub.key)) if (!this.names.has(m.name)) this.retract(m.name, fan);
+    if (sub.kind === 'glob') forEachSpelling(spellings, (s) => this.tellAbsent(s, fan));
+  }
+
+  // --- pending changes -------------------------------------------------------
+
+  /** The client holds `name` at a version other than `version` (or, without one, at any version). */
+  private holdsOther(name: string, version?: string): boolean {
+    const held = this.held.get(name);
+    return held !== undefined && held !== TOLD_ABSENT && held !== version;
+  }
+
+  private pendingFor(fan: FanOut): Pending {
+    fan.touch(this);
+    return (this.pending ??= { adds: [], removes: NO_NAMES as string[], errors: NO_ERRORS as ResourceErrorInfo[], forced: false });
+  }
+
+  /** Queues `variant` unless the client already holds that version. */
+  private offer(name: string, variant: Variant, fan: FanOut): void {
+    if (this.held.get(name) === variant.version) return;
+    this.held.set(name, variant.version);
+    this.world?.set(name, variant);
+    this.pendingFor(fan).adds.push(variant);
+  }
+
+  private queueRemove(name: string, fan: FanOut): void {
+    const p = this.pendingFor(fan);
+    if (p.removes === NO_NAMES) p.removes = [];
+    p.removes.push(name);
+  }
+
+  /** Does-not-exist: said once, until the client holds it again. */
+  private tellAbsent(name: string, fan: FanOut): void {
+    if (this.held.get(name) === TOLD_ABSENT) return;
+    this.held.set(name, TOLD_ABSENT);
+    this.world?.delete(name);
+    this.queueRemove(name, fan);
+  }
+
+  /** A collection member went away: tell the client if it holds it. */
+  private retract(name: string, fan: FanOut): void {
+    const held = this.held.get(name);
+    if (held === undefined || held === TOLD_ABSENT) return;
+    this.held.delete(name);
+    this.world?.delete(name);
+    this.queueRemove(name, fan);
+  }
+
+  private forceAnswer(fan: FanOut): void {
+    this.owesWildcardAnswer = false;
+    this.pendingFor(fan).forced = true;
+  }
+
+  // --- sending -----------------------------------------------------------------
+
+  /** End of a fan-out round: send what is pending, or hold it back while the client is slow. */
+  flush(fan: FanOut | undefined): void {
+    const pending = this.pending;
+    if (!pending) return;
+    this.pending = undefined;
+    if (pending.adds.length === 0 && pending.removes.length === 0 && pending.errors.length === 0 && !pending.forced) return;
+    if (this.stream.blocked || this.backlog) {
+      this.coalesce(pending);
+      return;
+    }
+    this.sendAll(this.builder.build(this, pending, fan));
+  }
+
+  private sendAll(responses: readonly OutgoingResponse[]): void {
+    for (const r of responses) {
+      this.unacked.push(r);
+      this.lastNonce = r.nonce;
+      this.stream.send(this, r);
+    }
+  }
+
+  /** Slow client: the latest change per name wins. */
+  private coalesce(pending: Pending): void {
+    const backlog = (this.backlog ??= new Map());
+    for (const v of pending.adds) backlog.set(v.name, v);
+    for (const n of pending.removes) backlog.set(n, null);
+    if (pending.errors.length > 0) (this.backlogErrors ??= []).push(...pending.errors);
+    if (pending.forced && backlog.size === 0) backlog.set('', null);
+    this.stream.coalesced();
+  }
+
+  /** The client is reading again: send the backlog as one response (or several, by size). */
+  drainBacklog(): void {
+    const backlog = this.backlog;
+    if (!backlog || this.stream.blocked) return;
+    this.backlog = undefined;
+    const pending: Pending = { adds: [], removes: [], errors: this.backlogErrors ?? [], forced: false };
+    this.backlogErrors = undefined;
+    for (const [name, v] of backlog) {
+      if (name === '' && v === null) pending.forced = true;
+      else if (v === null) pending.removes.push(name);
+      else pending.adds.push(v);
+    }
+    this.sendAll(this.builder.build(this, pending, undefined));
+  }
+
+  /** Whether a change for `name` is held back (slow client) or sent and not yet ACKed. */
+  isStale(name: string): boolean {
+    if (this.backlog?.has(name)) return true;
+    for (const r of this.unacked) {
+      for (const v of r.adds) if (v.name === name) return true;
+      if (r.removes.includes(name)) return true;
+    }
+    return false;
+  }
+}

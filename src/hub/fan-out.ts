@@ -1,0 +1,40 @@
+/** Something that collects changes during a fan-out and sends them when it ends (a client's per-type state). */
+export interface FanOutTarget {
+  flush(fan: FanOut): void;
+}
+
+/**
+ * One round of changes: every target touched while it runs is flushed once at
+ * the end, so a client gets one response per round, and targets that must
+ * send the same content share one encoding through `memo` (keyed by protocol,
+ * then by whatever identifies the content). The engine is protocol-neutral:
+ * it only opens and finishes rounds.
+ */
+export class FanOut {
+  private readonly touched = new Set<FanOutTarget>();
+  private memos: Map<string, Map<unknown, unknown>> | undefined;
+
+  /** `cause`: hrtime (ns) of the upstream receipt that started the round, for the push-latency histogram. */
+  constructor(readonly cause?: bigint) {}
+
+  touch(target: FanOutTarget): void {
+    this.touched.add(target);
+  }
+
+  /** The shared-encoding memo of one protocol for this round. */
+  memo(protocol: string): Map<unknown, unknown> {
+    this.memos ??= new Map();
+    let m = this.memos.get(protocol);
+    if (!m) this.memos.set(protocol, (m = new Map()));
+    return m;
+  }
+
+  get size(): number {
+    return this.touched.size;
+  }
+
+  finish(): void {
+    for (const t of this.touched) t.flush(this);
+    this.touched.clear();
+  }
+}

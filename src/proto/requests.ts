@@ -1,0 +1,176 @@
+import { WIRE_LEN, WIRE_VARINT, WireError, scanFields } from './wire';
+import { nodeCodec, type Node } from './messages';
+
+/**
+ * Wire-level decoders for the two request messages clients send. They read
+ * only the fields the relay acts on, and they reject a string that is not
+ * valid UTF-8 (as the Go and C++ protobuf parsers do) instead of letting it
+ * become a subscription under a different, replacement-character name.
+ */
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** A request the relay will not act on; ends that stream with INVALID_ARGUMENT. */
+export class RequestError extends Error {}
+
+function utf8(buf: Uint8Array, start: number, end: number, field: string): string {
+  if (end === start) return '';
+  try {
+    return strictUtf8.decode(buf.subarray(start, end));
+  } catch {
+    throw new RequestError(`${field} is not valid UTF-8`);
+  }
+}
+
+/** google.rpc.Status as far as a NACK needs it. */
+export interface ErrorDetail {
+  code: number;
+  message: string;
+}
+
+function decodeStatus(buf: Uint8Array, field: string): ErrorDetail {
+  const out: ErrorDetail = { code: 0, message: '' };
+  scanFields(buf, (f) => {
+    if (f.field === 1 && f.wireType === WIRE_VARINT) out.code = f.varint;
+    else if (f.field === 2 && f.wireType === WIRE_LEN) out.message = utf8(buf, f.valueStart, f.valueEnd, `${field}.message`);
+  });
+  return out;
+}
+
+function decodeNode(buf: Uint8Array): Node {
+  try {
+    return nodeCodec.decode(buf);
+  } catch (err) {
+    throw new RequestError(`node does not decode: ${(err as Error).message}`);
+  }
+}
+
+/** Fields of envoy.service.discovery.v3.DeltaDiscoveryRequest the relay reads. */
+export interface DeltaRequest {
+  node: Node | undefined;
+  typeUrl: string;
+  subscribe: string[];
+  unsubscribe: string[];
+  /** Name → version the client holds (reconnect); empty when none. */
+  initialVersions: Map<string, string>;
+  nonce: string;
+  errorDetail: ErrorDetail | undefined;
+}
+
+const NO_NAMES: string[] = [];
+const NO_VERSIONS: Map<string, string> = new Map();
+
+function lenOnly(wireType: number, field: string): void {
+  if (wireType !== WIRE_LEN) throw new RequestError(`${field} has the wrong wire type`);
+}
+
+export function decodeDeltaRequest(bytes: Uint8Array): DeltaRequest {
+  const req: DeltaRequest = {
+    node: undefined,
+    typeUrl: '',
+    subscribe: NO_NAMES,
+    unsubscribe: NO_NAMES,
+    initialVersions: NO_VERSIONS,
+    nonce: '',
+    errorDetail: undefined,
+  };
+  try {
+    scanFields(bytes, (f) => {
+      switch (f.field) {
+        case 1:
+          lenOnly(f.wireType, 'node');
+          req.node = decodeNode(bytes.subarray(f.valueStart, f.valueEnd));
+          break;
+        case 2:
+          lenOnly(f.wireType, 'type_url');
+          req.typeUrl = utf8(bytes, f.valueStart, f.valueEnd, 'type_url');
+          break;
+        case 3:
+          lenOnly(f.wireType, 'resource_names_subscribe');
+          if (req.subscribe === NO_NAMES) req.subscribe = [];
+          req.subscribe.push(utf8(bytes, f.valueStart, f.valueEnd, 'resource_names_subscribe'));
+          break;
+        case 4:
+          lenOnly(f.wireType, 'resource_names_unsubscribe');
+          if (req.unsubscribe === NO_NAMES) req.unsubscribe = [];
+          req.unsubscribe.push(utf8(bytes, f.valueStart, f.valueEnd, 'resource_names_unsubscribe'));
+          break;
+        case 5: {
+          lenOnly(f.wireType, 'initial_resource_versions');
+          const entry = bytes.subarray(f.valueStart, f.valueEnd);
+          let key = '';
+          let value = '';
+          scanFields(entry, (e) => {
+            if (e.wireType !== WIRE_LEN) return;
+            if (e.field === 1) key = utf8(entry, e.valueStart, e.valueEnd, 'initial_resource_versions key');
+            else if (e.field === 2) value = utf8(entry, e.valueStart, e.valueEnd, 'initial_resource_versions value');
+          });
+          if (req.initialVersions === NO_VERSIONS) req.initialVersions = new Map();
+          req.initialVersions.set(key, value);
+          break;
+        }
+        case 6:
+          lenOnly(f.wireType, 'response_nonce');
+          req.nonce = utf8(bytes, f.valueStart, f.valueEnd, 'response_nonce');
+          break;
+        case 7:
+          lenOnly(f.wireType, 'error_detail');
+          req.errorDetail = decodeStatus(bytes.subarray(f.valueStart, f.valueEnd), 'error_detail');
+          break;
+      }
+    });
+  } catch (err) {
+    if (err instanceof WireError) throw new RequestError(`malformed DeltaDiscoveryRequest: ${err.message}`);
+    throw err;
+  }
+  return req;
+}
+
+/** Fields of envoy.service.discovery.v3.DiscoveryRequest (state of the world) the relay reads. */
+export interface SotwRequest {
+  versionInfo: string;
+  node: Node | undefined;
+  /** The client's whole name list for this type. */
+  names: string[];
+  typeUrl: string;
+  nonce: string;
+  errorDetail: ErrorDetail | undefined;
+}
+
+export function decodeSotwRequest(bytes: Uint8Array): SotwRequest {
+  const req: SotwRequest = { versionInfo: '', node: undefined, names: [], typeUrl: '', nonce: '', errorDetail: undefined };
+  try {
+    scanFields(bytes, (f) => {
+      switch (f.field) {
+        case 1:
+          lenOnly(f.wireType, 'version_info');
+          req.versionInfo = utf8(bytes, f.valueStart, f.valueEnd, 'version_info');
+          break;
+        case 2:
+          lenOnly(f.wireType, 'node');
+          req.node = decodeNode(bytes.subarray(f.valueStart, f.valueEnd));
+          break;
+        case 3:
+          lenOnly(f.wireType, 'resource_names');
+          req.names.push(utf8(bytes, f.valueStart, f.valueEnd, 'resource_names'));
+          break;
+        case 4:
+          lenOnly(f.wireType, 'type_url');
+          req.typeUrl = utf8(bytes, f.valueStart, f.valueEnd, 'type_url');
+          break;
+        case 5:
+          lenOnly(f.wireType, 'response_nonce');
+          req.nonce = utf8(bytes, f.valueStart, f.valueEnd, 'response_nonce');
+          break;
+        case 6:
+          lenOnly(f.wireType, 'error_detail');
+          req.errorDetail = decodeStatus(bytes.subarray(f.valueStart, f.valueEnd), 'error_detail');
+          break;
+      }
+    });
+  } catch (err) {
+    if (err instanceof WireError) throw new RequestError(`malformed DiscoveryRequest: ${err.message}`);
+    throw err;
+  }
+  return req;
+}

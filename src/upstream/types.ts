@@ -1,0 +1,42 @@
+/** What the subscription engine needs from an upstream: named subscriptions, batched by the upstream itself. */
+export interface UpstreamPort {
+  /** The authority it speaks for; null for the default upstream (legacy names). */
+  readonly authority: string | null;
+  /** Human-readable name for logs and metric labels. */
+  readonly label: string;
+  readonly connected: boolean;
+  subscribe(typeUrl: string, name: string): void;
+  unsubscribe(typeUrl: string, name: string): void;
+  /** Asks again for a name already subscribed (its content was not cacheable). */
+  refetch(typeUrl: string, name: string): void;
+  subscriptionCount(): number;
+}
+
+/** A resource the control plane reported it cannot serve (`resource_errors`). */
+export interface UpstreamResourceError {
+  name: string;
+  /** google.rpc.Code */
+  code: number;
+  message: string;
+}
+
+/** One upstream DeltaDiscoveryResponse, checked and ready to apply. */
+export interface UpstreamUpdate {
+  typeUrl: string;
+  /** Each an encoded envoy `Resource`, bytes untouched. */
+  resources: Buffer[];
+  /** removed_resources plus removed_resource_names. */
+  removed: string[];
+  errors: UpstreamResourceError[];
+  /** process.hrtime.bigint() at receipt. */
+  receivedAt: bigint;
+}
+
+/** What an upstream hands back to the relay. */
+export interface UpstreamSink {
+  onResponse(upstream: UpstreamPort, update: UpstreamUpdate): void;
+  /** initial_resource_versions for a (re)subscription, from the cache. */
+  versionsFor(typeUrl: string, names: Iterable<string>): Record<string, string>;
+  /** Names the control plane cannot take (poison): their clients are answered as removed. */
+  onRejectedNames(upstream: UpstreamPort, typeUrl: string, names: string[]): void;
+}
