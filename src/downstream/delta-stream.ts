@@ -33,7 +33,7 @@ export class DeltaStream extends AdsStream {
     const fan = this.newRound();
     if (req.unsubscribe.length > 0) state.unsubscribe(req.unsubscribe, fan);
     if (first) state.setInitialVersions(req.initialVersions);
-    if (subscribe.length > 0) state.subscribe(subscribe, fan);
+    if (subscribe.length > 0) state.subscribe(subscribe, fan, first ? req.initialVersions : undefined);
     fan.finish();
   }
 }

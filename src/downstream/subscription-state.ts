@@ -128,11 +128,13 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   }
 
   /**
-   * Subscribes `names`. A name the client already subscribes is asked for
-   * again: it is sent again (every member, for a collection), a refused one
-   * is answered again.
+   * Subscribes `names`. A newly named resource is sent even if the client
+   * already holds it (spec 001), unless it listed it in `initial` (the
+   * reconnect's initial_resource_versions). A name the client already
+   * subscribes is asked for again: it is sent again (every member, for a
+   * collection), a refused one is answered again.
    */
-  subscribe(names: readonly string[], fan: FanOut): void {
+  subscribe(names: readonly string[], fan: FanOut, initial?: ReadonlyMap<string, string>): void {
     const seen = names.length > 1 ? new Set<string>() : undefined;
     for (const name of names) {
       if (seen) {
@@ -159,6 +161,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
         continue;
       }
       this.names.set(name, joined);
+      if (!initial?.has(name)) this.held.delete(name);
       if (name === WILDCARD) this.owesWildcardAnswer = true;
       this.engine.answer(this, joined, name, fan);
     }

@@ -46,6 +46,8 @@ export class DeltaClient {
   readonly events = new EventEmitter();
   /** Every response received, decoded, in arrival order. */
   readonly responses: DeltaDiscoveryResponse[] = [];
+  /** Encoded size of every response, in arrival order. */
+  readonly responseSizes: Array<{ typeUrl: string; bytes: number }> = [];
   /** Every request sent (decoded form; raw sends are recorded as `{}`). */
   readonly sent: DeltaDiscoveryRequest[] = [];
   /** Every name that arrived in removed_resources of an accepted response. */
@@ -171,6 +173,7 @@ export class DeltaClient {
       return;
     }
     this.responses.push(resp);
+    this.responseSizes.push({ typeUrl: resp.type_url ?? '', bytes: bytes.length });
     this.check(resp);
     const typeUrl = resp.type_url ?? '';
     const nonce = resp.nonce ?? '';

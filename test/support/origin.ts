@@ -478,8 +478,8 @@ export class TestOrigin {
       subs.add(sub);
       const members = this.membersOf(typeUrl, sub);
       if (members.length === 0) {
-        // A singleton that does not exist, or an empty glob. (The legacy
-        // wildcard with nothing in it is simply quiet.)
+        // A singleton that does not exist, or an empty glob; the legacy
+        // wildcard with nothing in it gets an empty response below.
         if (sub !== '*') addRemoved(sub);
         continue;
       }
@@ -497,7 +497,8 @@ export class TestOrigin {
       }
     }
     for (const [k, m] of toSend) held.set(k, m.version);
-    if (toSend.size > 0 || removed.length > 0) {
+    // A conforming server answers a new wildcard subscription even when it is empty.
+    if (toSend.size > 0 || removed.length > 0 || subscribe.includes('*')) {
       this.send(s, typeUrl, [...toSend.values()].map((r) => this.encodeResource(r)), removed);
     }
     this.changed();

@@ -44,6 +44,8 @@ export interface RelayEnvOptions {
   /** Default 0. */
   unsubscribeGraceMs?: number;
   admin?: boolean;
+  /** Any other relay settings (e.g. size limits). */
+  config?: Partial<RelayConfig>;
 }
 
 export interface RelayEnv {
@@ -81,6 +83,7 @@ export async function withRelay(
       unsubscribeGraceMs: opts.unsubscribeGraceMs ?? 0,
       nodeId: 'relay-test',
       logLevel: 'silent',
+      ...opts.config,
     };
     const startRelay = loadStartRelay();
     const logger = testLogger();
