@@ -24,6 +24,7 @@ import {
 } from './support/grpc-xds-client';
 import {
   encodePayload,
+  endpointPortsOf,
   endpointsResource,
   grpcChain,
   legacyChainNames,
@@ -127,8 +128,7 @@ describe('real gRPC xDS client harness (no relay)', () => {
       assert.equal(version(ENDPOINT, names.endpoints), '2', 'the moved endpoint is the second ClusterLoadAssignment version');
       assert.equal(origin.versionOf(ENDPOINT), '2');
       const eds = held.find((r) => r.typeUrl === ENDPOINT)!;
-      const endpoints = eds.config?.endpoints as Array<{ lb_endpoints: Array<{ endpoint: { address: { socket_address: { port_value: number } } } }> }>;
-      assert.equal(endpoints[0]!.lb_endpoints[0]!.endpoint.address.socket_address.port_value, backendB.port, 'CSDS carries the accepted payload');
+      assert.deepEqual(endpointPortsOf(eds.config), [backendB.port], 'CSDS carries the accepted payload');
     });
   });
 

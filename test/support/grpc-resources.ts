@@ -146,7 +146,7 @@ export function grpcChain(names: ChainNames, ports: readonly number[]): ChainRes
   ];
 }
 
-/** Anything resources can be put into: TestOrigin (delta) and SotwOrigin share this shape. */
+/** Anything resources can be put into, e.g. TestOrigin (delta; SotwOrigin versions per type and ignores `version`). */
 export interface ResourceSink {
   setResource(typeUrl: string, name: string, payload: Buffer, version: string): void;
 }
@@ -154,4 +154,11 @@ export interface ResourceSink {
 /** Put every resource of a chain into an origin, all at `version`. */
 export function publish(sink: ResourceSink, resources: readonly ChainResource[], version: string): void {
   for (const r of resources) sink.setResource(r.typeUrl, r.name, r.payload, version);
+}
+
+/** The ports of a ClusterLoadAssignment in typed JSON (as CSDS returns it), in order. */
+export function endpointPortsOf(json: Record<string, unknown> | undefined): number[] {
+  type Lb = { endpoint?: { address?: { socket_address?: { port_value?: number } } } };
+  const localities = (json?.endpoints as Array<{ lb_endpoints?: Lb[] }> | undefined) ?? [];
+  return localities.flatMap((l) => (l.lb_endpoints ?? []).map((e) => e.endpoint?.address?.socket_address?.port_value ?? 0));
 }

@@ -160,7 +160,7 @@ export interface CallOptions {
 export interface GrpcXdsClientOptions {
   /** Shown in failure messages. */
   label?: string;
-  /** Extra environment for the child (e.g. GRPC_TRACE=xds_client, GRPC_VERBOSITY=DEBUG). */
+  /** Extra environment for the child (e.g. GRPC_TRACE=xds_client,xds_resolver to see more in `stderr`). */
   env?: Record<string, string>;
   /** The child exits by itself after this long (default 120 s). */
   lifetimeMs?: number;
@@ -168,12 +168,14 @@ export interface GrpcXdsClientOptions {
   startTimeoutMs?: number;
 }
 
-const STDERR_LINES_KEPT = 200;
+const STDERR_LINES_KEPT = 500;
 
 export class GrpcXdsClient {
   readonly events = new EventEmitter();
-  /** The child's stderr (grpc-js logs), last lines. */
+  /** The child's stderr (grpc-js logs and the xds_client trace), last lines. */
   readonly stderr: string[] = [];
+  /** Every "ADS stream ended. code=… details=…" the client traced, in order. */
+  readonly adsStreamEnds: string[] = [];
   exited: { code: number | null; signal: NodeJS.Signals | null } | undefined;
 
   private readonly replies = new Map<number, (r: ChildReply) => void>();
@@ -200,6 +202,9 @@ export class GrpcXdsClient {
     const proc = spawn(process.execPath, [CHILD_PATH], {
       env: {
         ...env,
+        // The xds_client trace says why the ADS stream ended; describe() shows those lines on failure.
+        GRPC_TRACE: 'xds_client',
+        GRPC_VERBOSITY: 'DEBUG',
         GRPC_XDS_BOOTSTRAP_CONFIG: JSON.stringify(bootstrap),
         GRPC_XDS_CHILD_LIFETIME_MS: String(opts.lifetimeMs ?? 120_000),
         ...(opts.env ?? {}),
@@ -248,6 +253,10 @@ export class GrpcXdsClient {
       const lines = err.split('\n');
       err = lines.pop() ?? '';
       this.stderr.push(...lines);
+      for (const l of lines) {
+        const m = /ADS stream ended\. (.*)$/.exec(l);
+        if (m) this.adsStreamEnds.push(m[1]!);
+      }
       if (this.stderr.length > STDERR_LINES_KEPT) this.stderr.splice(0, this.stderr.length - STDERR_LINES_KEPT);
     });
     // A write after the child died must not crash the test process.
@@ -385,10 +394,15 @@ export class GrpcXdsClient {
   }
 
   describe(): string {
-    const tail = this.stderr.slice(-20).map((l) => `    ${l}`).join('\n');
-    return `[${this.label}] child pid ${this.proc.pid ?? '?'}${this.exited ? `, exited ${this.exited.code ?? this.exited.signal}` : ''}` +
+    // Trace lines start with "D "; anything else is a warning or error worth showing.
+    const other = this.stderr.filter((l) => !l.startsWith('D ')).slice(-10);
+    const ends = this.adsStreamEnds.slice(-3);
+    return (
+      `[${this.label}] child pid ${this.proc.pid ?? '?'}${this.exited ? `, exited ${this.exited.code ?? this.exited.signal}` : ''}` +
       (this.fatal ? `, failed: ${this.fatal}` : '') +
-      (tail ? `\n  stderr:\n${tail}` : '');
+      (ends.length ? `\n  ADS stream ended (${this.adsStreamEnds.length}×), last:\n${ends.map((l) => `    ${l}`).join('\n')}` : '') +
+      (other.length ? `\n  stderr:\n${other.map((l) => `    ${l}`).join('\n')}` : '')
+    );
   }
 
   /** Kill the child (SIGTERM, then SIGKILL) and wait for it to exit. */
