@@ -205,6 +205,8 @@ export class GrpcXdsClient {
         // The xds_client trace says why the ADS stream ended; describe() shows those lines on failure.
         GRPC_TRACE: 'xds_client',
         GRPC_VERBOSITY: 'DEBUG',
+        // Federation (xdstp names, `authorities`) is on by default in grpc-js-xds 1.14, behind this switch in older releases.
+        GRPC_EXPERIMENTAL_XDS_FEDERATION: 'true',
         GRPC_XDS_BOOTSTRAP_CONFIG: JSON.stringify(bootstrap),
         GRPC_XDS_CHILD_LIFETIME_MS: String(opts.lifetimeMs ?? 120_000),
         ...(opts.env ?? {}),
