@@ -11,10 +11,7 @@
  * → Listener `my-service`) through `--default-upstream`, and xdstp federation
  * names (an `authorities` entry whose server is the relay, plus
  * `client_default_listener_resource_name_template`) through `--authority`.
- *
- * Gated until the relay serves StreamAggregatedResources: set
- * XDSTP_RELAY_SOTW_TESTS=1 to run them (the harness itself is checked without
- * the relay by grpc-xds-harness.test.ts). Remove the gate when SotW lands.
+ * The harness itself is checked without the relay by grpc-xds-harness.test.ts.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -49,8 +46,6 @@ import { freePort } from './support/ports';
 import { RedisServer, redisSkip } from './support/redis-server';
 import { sleep } from './support/wait';
 
-const SOTW_READY = process.env.XDSTP_RELAY_SOTW_TESTS === '1';
-const GATE = SOTW_READY ? false : 'the relay does not serve StreamAggregatedResources yet (XDSTP_RELAY_SOTW_TESTS=1 runs these)';
 
 const TARGET = 'xds:///my-service';
 const AUTHORITY = 'a';
@@ -210,7 +205,7 @@ async function assertRpcsWork(client: GrpcXdsClient, backend: string, calls = 5)
   }
 }
 
-describe('gRPC proxyless clients through the relay (SotW ADS)', { skip: GATE }, () => {
+describe('gRPC proxyless clients through the relay (SotW ADS)', () => {
   before(async () => {
     backendA = await EchoBackend.start('A');
     backendB = await EchoBackend.start('B');
