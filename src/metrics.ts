@@ -19,14 +19,21 @@ export class RelayMetrics {
 
   readonly downstreamStreams = new client.Gauge({
     name: 'xdstp_relay_downstream_streams',
-    help: 'Open downstream delta-ADS streams.',
+    help: 'Open downstream ADS streams, by protocol (delta, sotw).',
+    labelNames: ['protocol'],
     registers: [this.registry],
   });
   readonly downstreamStreamsTotal = new client.Counter({
     name: 'xdstp_relay_downstream_streams_total',
-    help: 'Downstream delta-ADS streams accepted since start.',
+    help: 'Downstream ADS streams accepted since start, by protocol (delta, sotw).',
+    labelNames: ['protocol'],
     registers: [this.registry],
   });
+  /** Pre-resolved per-protocol children: a reconnect storm does not hash labels per stream. */
+  readonly streamsByProtocol = {
+    delta: { open: this.downstreamStreams.labels('delta'), total: this.downstreamStreamsTotal.labels('delta') },
+    sotw: { open: this.downstreamStreams.labels('sotw'), total: this.downstreamStreamsTotal.labels('sotw') },
+  };
   readonly downstreamSubscriptions = new client.Gauge({
     name: 'xdstp_relay_downstream_subscriptions',
     help: 'Client subscriptions (names and globs) across all streams, by type.',

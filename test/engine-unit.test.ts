@@ -284,3 +284,14 @@ test('responses: chunking keeps runs under the limit and puts an oversized item 
   assert.deepEqual(chunks, [[3, 3], [3], [10], [1]]);
   assert.deepEqual(chunkBySize([], (n: number) => n, 6), [[]]);
 });
+
+test('state (SotW): clients with the same state of the world share one encoding', () => {
+  const { a, client, push } = setup();
+  const c1 = client(LISTENER, 'sotw');
+  const c2 = client(LISTENER, 'sotw');
+  c1.subscribe([L('y'), L('x')]);
+  c2.subscribe([L('x'), L('y')]);
+  push(a, LISTENER, [[L('x'), 'v1'], [L('y'), 'v1']]);
+  push(a, LISTENER, [[L('x'), 'v2']]);
+  assert.equal(c1.stream.sent.at(-1), c2.stream.sent.at(-1));
+});

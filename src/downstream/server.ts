@@ -70,7 +70,7 @@ export class DownstreamServer {
       logger: this.opts.logger,
       identify: this.opts.identify,
       onClose: (s) => {
-        if (this.streams.delete(s)) metrics.downstreamStreams.dec();
+        if (this.streams.delete(s)) metrics.streamsByProtocol[s.protocol].open.dec();
       },
     };
   }
@@ -78,8 +78,9 @@ export class DownstreamServer {
   private accept(stream: AdsStream): void {
     const { metrics } = this.opts;
     this.streams.add(stream);
-    metrics.downstreamStreams.inc();
-    metrics.downstreamStreamsTotal.inc();
+    const byProtocol = metrics.streamsByProtocol[stream.protocol];
+    byProtocol.open.inc();
+    byProtocol.total.inc();
     // Arrived after the drain finished (or during shutdown): send it on at once.
     if (this.closing) this.sendAway(stream, 'shutdown');
     else if (this.drainer && this.drainer.state !== 'draining') this.sendAway(stream, 'drain');
