@@ -7,8 +7,10 @@ import { createRedisStore } from './cache/redis-store';
 import type { SharedStore } from './cache/types';
 import { canWarmLoad, evictUnclaimed, warmStart, whenAllConnected } from './cache/warm-start';
 import type { RelayConfig } from './config';
+import { createCsdsService } from './downstream/csds';
 import type { DrainResult } from './downstream/drain';
 import { DownstreamServer } from './downstream/server';
+import { legacyStatusSource } from './downstream/status-adapter-legacy';
 import { Hub } from './hub/hub';
 import { Router } from './hub/routing';
 import type { UpstreamPort } from './hub/types';
@@ -114,6 +116,20 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     ? { 'grpc.max_connection_age_ms': config.maxConnectionAgeMs, 'grpc.max_connection_age_grace_ms': config.maxConnectionAgeGraceMs ?? 10_000 }
     : undefined;
   const downstream = new DownstreamServer({ hub, metrics, logger, hasDefaultUpstream: config.defaultUpstream !== null, serverOptions });
+  // Per-client config status (CSDS on the listen port, the clients gauge).
+  // Stop-gap source until the subscription engine tracks ACKs per name.
+  const statusHub = hub;
+  const statusSource = legacyStatusSource({
+    streams: () => downstream.streams,
+    subscriptions: () => statusHub.subscriptions(),
+    cache,
+    upstreams,
+    relayNode: node,
+  });
+  // Issue 14: with a policy, pass `authorize` (the caller's identity granted `csds`).
+  const csds = createCsdsService({ source: statusSource, logger });
+  downstream.addService(csds.definition, csds.implementation);
+  metrics.watchClientStatus(statusSource);
   const port = await downstream.listen(config.listen).catch(async (err: unknown) => {
     hub?.close();
     await ownedStore?.close();

@@ -35,6 +35,11 @@ export class DownstreamServer {
     });
   }
 
+  /** Serves another gRPC service on the same port (CSDS); before listen(). */
+  addService(definition: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation): void {
+    this.server.addService(definition, implementation);
+  }
+
   private accept(call: grpc.ServerDuplexStream<Buffer, Buffer>): void {
     const { metrics } = this.opts;
     const stream = new ClientStream(call, {
