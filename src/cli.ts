@@ -8,6 +8,7 @@ import { validateOptions, type RawOptions } from './config';
 import { examplesAuthority, examplesHint } from './examples';
 import { createLogger } from './log';
 import { defaultNodeId, startRelay } from './relay';
+import { runStatus, statusOptions, statusOptionsOf } from './status';
 import { rebaseConfigFileUris } from './upstream/uri';
 import {
   isValidateInvocation,
@@ -80,7 +81,35 @@ function configArg(argv: readonly string[]): string | undefined {
   return process.env.XDSTP_RELAY_CONFIG;
 }
 
+/** `xdstp-relay status …`: ask relays for their clients' config status (src/status.ts). */
+async function statusCommand(argv: string[]): Promise<number> {
+  let opts;
+  try {
+    const args = statusOptions(yargs(argv))
+      .scriptName('xdstp-relay status')
+      .usage('$0 --server HOST:PORT[,HOST:PORT…] [--node PATTERN] [--json]\n\nPer-client config status of one or several relays (CSDS).')
+      .strict()
+      .version(false)
+      .help()
+      .fail((msg, err) => {
+        throw err ?? new Error(msg);
+      })
+      .parseSync();
+    opts = statusOptionsOf(args);
+  } catch (err) {
+    process.stderr.write(`xdstp-relay status: ${(err as Error).message.split('\n')[0]}\n`);
+    return 2;
+  }
+  return runStatus(opts, process);
+}
+
 async function main(): Promise<void> {
+  if (process.argv[2] === 'status') {
+    const code = await statusCommand(process.argv.slice(3));
+    // Let stdout drain before exiting.
+    process.stdout.write('', () => process.exit(code));
+    return;
+  }
   const validating = isValidateInvocation(process.argv.slice(2));
   const argv = stripValidateWord(process.argv.slice(2));
   const parseProblems: ValidationProblem[] = [];
