@@ -119,11 +119,43 @@ test('a name the origin does not have shows DOES_NOT_EXIST', T, async () => {
     const c = client({ nodeId: 'asker' });
     c.subscribe(LISTENER, [missing]);
     await c.waitForRemoved(LISTENER, missing);
-    await statusUntil(
+    const e = await statusUntil(
       address,
-      (res) => entryOf(res, 'asker', LISTENER, missing)?.client_status === 'DOES_NOT_EXIST',
+      (res) => {
+        const got = entryOf(res, 'asker', LISTENER, missing);
+        return got?.client_status === 'DOES_NOT_EXIST' && got;
+      },
       'DOES_NOT_EXIST for the missing name',
     );
+    assert.equal(e.config_status, 'SYNCED');
+    assert.equal(e.version_info, undefined);
+  });
+});
+
+test('a name still waiting for its upstream shows NOT_SENT/REQUESTED', T, async () => {
+  await withRelay({}, async ({ origin, client, address }) => {
+    await origin.stop();
+    const n = L('waiting/l1');
+    const c = client({ nodeId: 'waiter' });
+    c.subscribe(LISTENER, [n]);
+    const e = await statusUntil(address, (res) => entryOf(res, 'waiter', LISTENER, n), 'the entry of the waiting name');
+    assert.equal(e.config_status, 'NOT_SENT');
+    assert.equal(e.client_status, 'REQUESTED');
+    assert.equal(e.version_info, undefined);
+  });
+});
+
+test('the legacy wildcard has an entry "*" and one per resource it covers', T, async () => {
+  await withRelay({ defaultUpstream: true }, async ({ defaultOrigin, client, address }) => {
+    defaultOrigin!.setResource(CLUSTER, 'c-1', 'c1', 'v1');
+    defaultOrigin!.setResource(CLUSTER, 'c-2', 'c2', 'v2');
+    const c = client({ nodeId: 'wild' });
+    c.subscribe(CLUSTER, ['*']);
+    await c.waitForVersion(CLUSTER, 'c-1', 'v1');
+    await c.waitForVersion(CLUSTER, 'c-2', 'v2');
+    const res = await statusUntil(address, (r) => entryOf(r, 'wild', CLUSTER, '*')?.client_status === 'ACKED' && r, 'the wildcard entry ACKED');
+    const names = (streamsOf(res, 'wild')[0]!.generic_xds_configs ?? []).map((g) => `${g.name}@${g.version_info ?? ''} ${g.config_status}`);
+    assert.deepEqual(names.sort(), ['*@ SYNCED', 'c-1@v1 SYNCED', 'c-2@v2 SYNCED']);
   });
 });
 
