@@ -31,7 +31,7 @@ function loadConfigFile(path: string): Record<string, unknown> {
 function parseArgs(argv: string[], strict = true) {
   return yargs(argv)
     .scriptName('xdstp-relay')
-    .usage('$0 [options]\n\nA caching delta-xDS relay for xdstp:// resources.')
+    .usage('$0 [options]\n$0 validate [options]\n$0 status --server HOST:PORT[,HOST:PORT…] [--node PATTERN] [--json]   (see: $0 status --help)\n\nA caching delta-xDS relay for xdstp:// resources.')
     .env('XDSTP_RELAY')
     // Authority names contain dots (examples.local): keep config-file map keys whole.
     .parserConfiguration({ 'dot-notation': false })
