@@ -8,6 +8,7 @@ import { DEFAULTS, validateOptions, type RawOptions } from './config';
 import { examplesAuthority, examplesHint } from './examples';
 import { createLogger, LOG_LEVELS } from './log';
 import { defaultNodeId, startRelay } from './relay';
+import { runStatus, statusOptions, statusOptionsOf } from './status';
 import { rebaseConfigFileUris } from './upstream/uri';
 import {
   isValidateInvocation,
@@ -30,7 +31,7 @@ function loadConfigFile(path: string): Record<string, unknown> {
 function parseArgs(argv: string[], strict = true) {
   return yargs(argv)
     .scriptName('xdstp-relay')
-    .usage('$0 [options]\n\nA caching delta-xDS relay for xdstp:// resources.')
+    .usage('$0 [options]\n$0 validate [options]\n$0 status --server HOST:PORT[,HOST:PORT…] [--node PATTERN] [--json]   (see: $0 status --help)\n\nA caching delta-xDS relay for xdstp:// resources.')
     .env('XDSTP_RELAY')
     // Authority names contain dots (examples.local): keep config-file map keys whole.
     .parserConfiguration({ 'dot-notation': false })
@@ -82,7 +83,35 @@ function configArg(argv: readonly string[]): string | undefined {
   return process.env.XDSTP_RELAY_CONFIG;
 }
 
+/** `xdstp-relay status …`: ask relays for their clients' config status (src/status.ts). */
+async function statusCommand(argv: string[]): Promise<number> {
+  let opts;
+  try {
+    const args = statusOptions(yargs(argv))
+      .scriptName('xdstp-relay status')
+      .usage('$0 --server HOST:PORT[,HOST:PORT…] [--node PATTERN] [--json]\n\nPer-client config status of one or several relays (CSDS).')
+      .strict()
+      .version(false)
+      .help()
+      .fail((msg, err) => {
+        throw err ?? new Error(msg);
+      })
+      .parseSync();
+    opts = statusOptionsOf(args);
+  } catch (err) {
+    process.stderr.write(`xdstp-relay status: ${(err as Error).message.split('\n')[0]}\n`);
+    return 2;
+  }
+  return runStatus(opts, process);
+}
+
 async function main(): Promise<void> {
+  if (process.argv[2] === 'status') {
+    const code = await statusCommand(process.argv.slice(3));
+    // Let stdout drain before exiting.
+    process.stdout.write('', () => process.exit(code));
+    return;
+  }
   const validating = isValidateInvocation(process.argv.slice(2));
   const argv = stripValidateWord(process.argv.slice(2));
   const parseProblems: ValidationProblem[] = [];

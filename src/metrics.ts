@@ -1,6 +1,11 @@
 import * as client from 'prom-client';
+import type { StatusSource } from './downstream/status-source';
 
 const MAX_TYPE_LABELS = 32;
+
+const CLIENT_STATUSES = ['synced', 'stale', 'nacked'] as const;
+type ClientStatusLabel = (typeof CLIENT_STATUSES)[number];
+const CLIENT_STATUS_RANK: Record<ClientStatusLabel, number> = { synced: 0, stale: 1, nacked: 2 };
 
 export interface TypeCounters {
   responses: client.Counter.Internal;
@@ -182,6 +187,13 @@ export class RelayMetrics {
     labelNames: ['reason'],
     registers: [this.registry],
   });
+  readonly clients = new client.Gauge({
+    name: 'xdstp_relay_clients',
+    help: 'Client streams by config status per type: nacked if any of its resources of that type is NACKed, else stale if any is stale, else synced.',
+    labelNames: ['type', 'status'],
+    registers: [this.registry],
+    collect: () => this.collectClientStatus(),
+  });
   readonly buildInfo = new client.Gauge({
     name: 'xdstp_relay_build_info',
     help: 'Always 1; labels carry the relay and Node.js versions.',
@@ -213,6 +225,46 @@ export class RelayMetrics {
       } catch {
         // A metric left stale is better than a failed scrape.
       }
+    }
+  }
+
+  private statusSource: StatusSource | undefined;
+
+  /** The source `xdstp_relay_clients` is computed from at scrape time. */
+  watchClientStatus(source: StatusSource): void {
+    this.statusSource = source;
+  }
+
+  /** Walks every client stream's resources (not the upstream entries): one pass per scrape. */
+  private collectClientStatus(): void {
+    const source = this.statusSource;
+    if (!source) return;
+    const counts = new Map<string, Record<ClientStatusLabel, number>>();
+    const worst = new Map<string, ClientStatusLabel>();
+    try {
+      for (const c of source.clients()) {
+        if (!c.scope.startsWith('stream/')) continue;
+        worst.clear();
+        for (const r of c.resources(false)) {
+          const s: ClientStatusLabel =
+            r.configStatus === 'ERROR' || r.clientStatus === 'NACKED' ? 'nacked' : r.configStatus === 'STALE' ? 'stale' : 'synced';
+          const was = worst.get(r.typeUrl);
+          if (was === undefined || CLIENT_STATUS_RANK[s] > CLIENT_STATUS_RANK[was]) worst.set(r.typeUrl, s);
+        }
+        for (const [typeUrl, s] of worst) {
+          const type = this.typeLabel(typeUrl);
+          let byStatus = counts.get(type);
+          if (!byStatus) counts.set(type, (byStatus = { synced: 0, stale: 0, nacked: 0 }));
+          byStatus[s]++;
+        }
+      }
+    } catch {
+      // The last values are better than a failed scrape.
+      return;
+    }
+    this.clients.reset();
+    for (const [type, byStatus] of counts) {
+      for (const status of CLIENT_STATUSES) this.clients.set({ type, status }, byStatus[status]);
     }
   }
 

@@ -8,8 +8,10 @@ import type { SharedStore } from './cache/types';
 import { ResourceStore } from './cache/resource-store';
 import { canWarmLoad, warmStart, whenAllConnected } from './cache/warm-start';
 import { DEFAULTS, type RelayConfig } from './config';
+import { createCsdsService } from './downstream/csds';
 import type { DrainResult } from './downstream/drain';
 import { DownstreamServer } from './downstream/server';
+import { relayStatusSource } from './downstream/status-view';
 import { SubscriptionEngine } from './hub/engine';
 import { Router } from './hub/routing';
 import type { UpstreamPort, UpstreamSink } from './upstream/types';
@@ -124,6 +126,11 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     maxRequestBytes: config.maxRequestBytes,
     shareResponses: options.shareResponses ?? true,
   });
+  // Per-client config status: CSDS on the listen port, and the clients-by-status gauge.
+  const statusSource = relayStatusSource({ streams: () => downstream.streams, engine: hub, upstreams: () => upstreams.values(), relayNode: node });
+  const csds = createCsdsService({ source: statusSource, logger });
+  downstream.addService(csds.definition, csds.implementation);
+  metrics.watchClientStatus(statusSource);
   const port = await downstream.listen(config.listen).catch(async (err: unknown) => {
     hub.close();
     store.close();

@@ -198,7 +198,7 @@ test('no metric label carries a client, node or resource name', T, async () => {
     await c2.waitFor(() => c2.nacked.length > 0, 'c2 NACKed');
     const samples: Sample[] = await scrape();
     // Every label the relay's own metrics use; each has a small, fixed (or config-bounded) value set.
-    const allowed = new Set(['type', 'authority', 'state', 'reason', 'tier', 'kind', 'op', 'le', 'version', 'nodejs', 'protocol']);
+    const allowed = new Set(['type', 'authority', 'state', 'reason', 'tier', 'kind', 'op', 'le', 'version', 'nodejs', 'protocol', 'status']);
     for (const s of samples) {
       for (const [k, v] of Object.entries(s.labels)) {
         assert.ok(!v.includes('xdstp:') && !v.includes('node-with-a-unique-id') && !v.includes('127.0.0.1'), `${s.name}{${k}="${v}"}`);
@@ -246,6 +246,7 @@ test('every metric follows the Prometheus naming conventions under the xdstp_rel
     'xdstp_relay_push_latency_seconds',
     'xdstp_relay_draining',
     'xdstp_relay_goaways_total',
+    'xdstp_relay_clients',
   ]) {
     assert.ok(names.has(required), `${required} is declared`);
   }

@@ -26,7 +26,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as protobuf from 'protobufjs';
 import * as protoLoader from '@grpc/proto-loader';
-import { PROTO_DIR, transportRoot } from '../src/proto/schema';
+import { PROTO_DIR, statusRoot, transportRoot } from '../src/proto/schema';
+import { CSDS_SERVICE, csdsServiceDefinition } from '../src/proto/csds-messages';
 import { DELTA_ADS_PATH, SOTW_ADS_PATH, deltaAdsMethod } from '../src/proto/ads-service';
 import { deltaRequestCodec, deltaResponseCodec } from '../src/proto/messages';
 
@@ -54,6 +55,7 @@ const UPSTREAM_ENTRY_FILES = [
   'xds/core/v3/collection_entry.proto',
   'xds/core/v3/authority.proto',
   'google/rpc/status.proto',
+  'envoy/service/status/v3/csds.proto',
 ];
 
 function loadUpstreamRoot(): protobuf.Root {
@@ -98,6 +100,14 @@ function loadAllOfOurs(): protobuf.Root {
 
 /** The root the relay itself encodes and decodes with. */
 const ours = transportRoot();
+/** The CSDS root (loaded on the relay's first CSDS call). */
+const oursStatus = statusRoot();
+
+/** A message from the root the relay uses for it: transport first, else CSDS. */
+function ourLookup(typeName: string): protobuf.Type {
+  const found = ours.lookup(typeName);
+  return found instanceof protobuf.Type ? found : oursStatus.lookupType(typeName);
+}
 const oursAll = loadAllOfOurs();
 const upstream = loadUpstreamRoot();
 
@@ -579,6 +589,67 @@ const CASES: Case[] = [
     type: 'xds.core.v3.Authority',
     build: (g) => ({ name: g.s('authority-name') }),
   },
+  {
+    label: 'ClientStatusRequest (every node matcher variant)',
+    type: 'envoy.service.status.v3.ClientStatusRequest',
+    build: (g) => ({
+      node_matchers: [
+        {
+          node_id: { exact: g.s('node-exact'), ignore_case: true },
+          node_metadatas: [
+            { path: [{ key: g.s('md') }, { key: g.s('md') }], value: { string_match: { prefix: g.s('md-prefix') } } },
+            { path: [{ key: g.s('md') }], value: { null_match: {} } },
+            { path: [{ key: g.s('md') }], value: { double_match: { exact: g.u() + 0.5 } } },
+            { path: [{ key: g.s('md') }], value: { double_match: { range: { start: g.u() + 0.25, end: g.u() + 0.75 } } } },
+            { path: [{ key: g.s('md') }], value: { bool_match: true } },
+            { path: [{ key: g.s('md') }], value: { present_match: true } },
+            { path: [{ key: g.s('md') }], value: { list_match: { one_of: { string_match: { exact: g.s('md-item') } } } } },
+            {
+              path: [{ key: g.s('md') }],
+              value: { or_match: { value_matchers: [{ string_match: { suffix: g.s('md-suffix') } }, { bool_match: true }] } },
+            },
+          ],
+        },
+        { node_id: { prefix: g.s('node-prefix') } },
+        { node_id: { suffix: g.s('node-suffix') } },
+        { node_id: { safe_regex: { regex: g.s('node-[0-9]+') } } },
+        { node_id: { contains: g.s('node-part') } },
+      ],
+      node: node(g, 'user_agent_version'),
+      exclude_resource_contents: true,
+    }),
+  },
+  {
+    label: 'ClientStatusResponse (GenericXdsConfig with error_state)',
+    type: 'envoy.service.status.v3.ClientStatusResponse',
+    build: (g) => ({
+      config: [
+        {
+          node: node(g, 'user_agent_build_version'),
+          generic_xds_configs: [
+            {
+              type_url: g.s('type.googleapis.com/envoy.config.listener.v3.Listener'),
+              name: g.s('xdstp://a/envoy.config.listener.v3.Listener/l'),
+              version_info: g.s('held-version'),
+              xds_config: anyOf(g, 'Listener'),
+              last_updated: { seconds: g.u(), nanos: g.u() },
+              config_status: 'ERROR',
+              client_status: 'NACKED',
+              error_state: {
+                failed_configuration: anyOf(g, 'Listener'),
+                last_update_attempt: { seconds: g.u(), nanos: g.u() },
+                details: g.s('nack-message'),
+                version_info: g.s('rejected-version'),
+              },
+              is_static_resource: true,
+            },
+            { type_url: g.s('type.googleapis.com/envoy.config.cluster.v3.Cluster'), name: g.s('c'), config_status: 'SYNCED', client_status: 'ACKED' },
+          ],
+          client_scope: g.s('stream/1/delta'),
+        },
+      ],
+    }),
+  },
 ];
 
 function caseFor(label: string): Case {
@@ -604,7 +675,7 @@ test('upstream protos from @grpc/grpc-js-xds load with protobufjs and contain th
   // The relay's own root and the all-files root agree on the tested messages.
   for (const c of CASES) {
     assert.deepEqual(
-      ours.lookupType(c.type).fieldsArray.map((f) => [f.name, f.id, f.type]),
+      ourLookup(c.type).fieldsArray.map((f) => [f.name, f.id, f.type]),
       oursAll.lookupType(c.type).fieldsArray.map((f) => [f.name, f.id, f.type]),
     );
   }
@@ -742,7 +813,7 @@ test('known-newer fields and types are genuinely absent from the npm snapshot an
 test('the value samples set every field we declare, with distinct non-default values', () => {
   const covered = new Set<string>();
   for (const c of CASES) {
-    const type = ours.lookupType(c.type);
+    const type = ourLookup(c.type);
     const sample = c.build(new Distinct());
 
     // Distinct leaves within one sample: a swapped pair of same-typed fields shows up.
@@ -772,7 +843,7 @@ for (const c of CASES) {
   const upstreamName = upstreamLabel(c.type);
 
   test(`${c.label} encoded with our protos decodes identically under ${upstreamName}`, () => {
-    const ourType = ours.lookupType(c.type);
+    const ourType = ourLookup(c.type);
     const theirType = lookupUpstreamType(c.type)!;
     const sample = c.build(new Distinct());
 
@@ -786,7 +857,7 @@ for (const c of CASES) {
   });
 
   test(`${c.label} encoded with ${upstreamName} protos decodes identically under ours, byte for byte`, () => {
-    const ourType = ours.lookupType(c.type);
+    const ourType = ourLookup(c.type);
     const theirType = lookupUpstreamType(c.type)!;
     const sample = stripKnownNewer(ourType, c.build(new Distinct()));
 
@@ -873,6 +944,43 @@ test('grpc-js sees the same ADS method paths and streaming flags from our protos
   assert.equal(deltaAdsMethod.path, theirService.DeltaAggregatedResources!.path);
   assert.equal(deltaAdsMethod.requestStream, true);
   assert.equal(deltaAdsMethod.responseStream, true);
+});
+
+test('CSDS methods have the public paths, message types and streaming flags in our protos, upstream, grpc-js and the relay', () => {
+  const summary = (root: protobuf.Root): Obj => {
+    const service = root.lookupService(CSDS_SERVICE);
+    service.resolveAll();
+    return Object.fromEntries(
+      service.methodsArray.map((m) => [
+        m.name,
+        {
+          path: `/${nameOf(service)}/${m.name}`,
+          requestStream: m.requestStream === true,
+          responseStream: m.responseStream === true,
+          request: nameOf(m.resolvedRequestType!),
+          response: nameOf(m.resolvedResponseType!),
+        },
+      ]),
+    );
+  };
+  const request = 'envoy.service.status.v3.ClientStatusRequest';
+  const response = 'envoy.service.status.v3.ClientStatusResponse';
+  const expected = {
+    StreamClientStatus: { path: `/${CSDS_SERVICE}/StreamClientStatus`, requestStream: true, responseStream: true, request, response },
+    FetchClientStatus: { path: `/${CSDS_SERVICE}/FetchClientStatus`, requestStream: false, responseStream: false, request, response },
+  };
+  assert.deepEqual(summary(oursStatus), expected);
+  assert.deepEqual(summary(upstream), expected);
+
+  const loaded = protoLoader.loadSync('envoy/service/status/v3/csds.proto', { ...loaderOptions, includeDirs: UPSTREAM_INCLUDE_DIRS });
+  const theirs = loaded[CSDS_SERVICE] as protoLoader.ServiceDefinition;
+  for (const [name, m] of Object.entries(expected)) {
+    const relay = csdsServiceDefinition[name]!;
+    assert.equal(relay.path, theirs[name]!.path, name);
+    assert.equal(relay.path, m.path, name);
+    assert.equal(relay.requestStream, m.requestStream, name);
+    assert.equal(relay.responseStream, m.responseStream, name);
+  }
 });
 
 test("the relay's delta codecs interoperate with upstream's grpc-js (de)serializers for DeltaAggregatedResources", () => {

@@ -53,6 +53,8 @@ export interface Rejected {
   version: string;
   details: string;
   at: number;
+  /** What the client kept instead (undefined: nothing). */
+  kept: string | undefined;
 }
 
 const NO_NAMES: readonly string[] = [];
@@ -82,6 +84,12 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   readonly unacked: OutgoingResponse[] = [];
   /** Names whose last sent version the client NACKed. */
   rejected: Map<string, Rejected> | undefined;
+  /**
+   * Name → what the client held before changes it has not ACKed yet (sent,
+   * or held back while it is slow); `held` is what it will hold. Empty once
+   * the client has ACKed everything.
+   */
+  private prior: Map<string, string | undefined> | undefined;
   nacks = 0;
   /** The last response's nonce (SotW requests must carry it to count). */
   lastNonce = '';
@@ -253,30 +261,51 @@ export class SubscriptionState implements Watcher, FanOutTarget {
 
   /** ACK of the response with `nonce` (and of every earlier one). */
   ack(nonce: string): void {
-    const acked = this.settle(nonce);
-    if (acked && this.rejected) {
-      for (const v of acked.adds) this.rejected.delete(v.name);
-      if (this.rejected.size === 0) this.rejected = undefined;
+    const settled = this.settle(nonce);
+    if (!settled) return;
+    for (const r of settled) {
+      for (const v of r.adds) {
+        this.rejected?.delete(v.name);
+        if (this.held.get(v.name) === v.version) this.prior?.delete(v.name);
+      }
+      for (const n of r.removes) if (this.held.get(n) === undefined || this.held.get(n) === TOLD_ABSENT) this.prior?.delete(n);
     }
+    if (this.rejected?.size === 0) this.rejected = undefined;
   }
 
   /** NACK of the response with `nonce`: the client keeps its previous state; the rejected versions are not sent again. */
   nack(nonce: string, details: string): void {
     this.nacks++;
-    const rejected = this.settle(nonce);
-    if (!rejected) return;
+    const settled = this.settle(nonce);
+    if (!settled) return;
     const at = Date.now();
+    const rejected = settled[settled.length - 1];
     this.rejected ??= new Map();
-    for (const v of rejected.adds) this.rejected.set(v.name, { version: v.version, details, at });
+    for (const v of rejected.adds) {
+      this.rejected.set(v.name, { version: v.version, details, at, kept: this.prior?.get(v.name) });
+      this.prior?.delete(v.name);
+    }
   }
 
-  /** Drops `nonce`'s response and every earlier one from the unacked queue; returns it. */
-  private settle(nonce: string): OutgoingResponse | undefined {
+  /** Drops `nonce`'s response and every earlier one from the unacked queue; returns them, oldest first. */
+  private settle(nonce: string): OutgoingResponse[] | undefined {
     const i = this.unacked.findIndex((r) => r.nonce === nonce);
     if (i < 0) return undefined;
-    const r = this.unacked[i];
-    this.unacked.splice(0, i + 1);
-    return r;
+    return this.unacked.splice(0, i + 1);
+  }
+
+  /** The version the client holds of `name` as far as it has ACKed ('' for none), and whether a change is on its way. */
+  clientView(name: string): { version: string | undefined; pending: boolean } {
+    const rejected = this.rejected?.get(name);
+    if (rejected) return { version: rejected.kept, pending: false };
+    if (this.prior?.has(name)) return { version: this.prior.get(name), pending: true };
+    return { version: this.held.get(name), pending: false };
+  }
+
+  /** Remembers what the client held of `name` before a change it has not ACKed yet. */
+  private notePrior(name: string): void {
+    const prior = (this.prior ??= new Map());
+    if (!prior.has(name)) prior.set(name, this.held.get(name));
   }
 
   // --- engine callbacks (Watcher) ---------------------------------------
@@ -387,6 +416,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   /** Queues `variant` unless the client already holds that version. */
   private offer(name: string, variant: Variant, fan: FanOut): void {
     if (this.held.get(name) === variant.version) return;
+    this.notePrior(name);
     this.held.set(name, variant.version);
     this.world?.set(name, variant);
     this.pendingFor(fan).adds.push(variant);
@@ -401,6 +431,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   /** Does-not-exist: said once, until the client holds it again. */
   private tellAbsent(name: string, fan: FanOut): void {
     if (this.held.get(name) === TOLD_ABSENT) return;
+    this.notePrior(name);
     this.held.set(name, TOLD_ABSENT);
     this.world?.delete(name);
     this.queueRemove(name, fan);
@@ -410,6 +441,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   private retract(name: string, fan: FanOut): void {
     const held = this.held.get(name);
     if (held === undefined || held === TOLD_ABSENT) return;
+    this.notePrior(name);
     this.held.delete(name);
     this.world?.delete(name);
     this.queueRemove(name, fan);
@@ -466,15 +498,5 @@ export class SubscriptionState implements Watcher, FanOutTarget {
       else pending.adds.push(v);
     }
     this.sendAll(this.builder.build(this, pending, undefined));
-  }
-
-  /** Whether a change for `name` is held back (slow client) or sent and not yet ACKed. */
-  isStale(name: string): boolean {
-    if (this.backlog?.has(name)) return true;
-    for (const r of this.unacked) {
-      for (const v of r.adds) if (v.name === name) return true;
-      if (r.removes.includes(name)) return true;
-    }
-    return false;
   }
 }

@@ -12,23 +12,33 @@ const ENTRY_FILES = [
   'xds/core/v3/authority.proto',
 ];
 
-let cached: protobuf.Root | undefined;
-
-/** The protobufjs root holding every transport message; loaded once, on first use. */
-export function transportRoot(): protobuf.Root {
-  if (cached) return cached;
+/** Loads .proto files from protos/ (google/protobuf/* from protobufjs' bundled well-known types). */
+export function loadProtoRoot(entryFiles: readonly string[]): protobuf.Root {
   const root = new protobuf.Root();
   root.resolvePath = (_origin, target) => {
     // google/protobuf/* are protobufjs' bundled well-known types; everything else is ours.
     if (target.startsWith('google/protobuf/')) return target;
     return path.join(PROTO_DIR, target);
   };
-  root.loadSync(ENTRY_FILES, { keepCase: true });
+  root.loadSync([...entryFiles], { keepCase: true });
   root.resolveAll();
-  cached = root;
   return root;
+}
+
+let cached: protobuf.Root | undefined;
+
+/** The protobufjs root holding every transport message; loaded once, on first use. */
+export function transportRoot(): protobuf.Root {
+  return (cached ??= loadProtoRoot(ENTRY_FILES));
 }
 
 export function transportType(fullName: string): protobuf.Type {
   return transportRoot().lookupType(fullName);
+}
+
+let cachedStatus: protobuf.Root | undefined;
+
+/** The CSDS messages and service (envoy.service.status.v3); loaded on the first CSDS call. */
+export function statusRoot(): protobuf.Root {
+  return (cachedStatus ??= loadProtoRoot(['envoy/service/status/v3/csds.proto']));
 }

@@ -6,6 +6,7 @@
  *
  *   npm run xds -- subscribe 'xdstp://examples.local/envoy.config.listener.v3.Listener/mesh/*?node_type=ingress' --server 127.0.0.1:18000
  *   npm run xds -- subscribe '*' --type cds --server 127.0.0.1:18000        # legacy names need --type
+ *   npm run xds -- status --server 127.0.0.1:18000,127.0.0.1:18001 --node 'edge-*'   # per-client config status (CSDS)
  *
  * stdout carries only the responses (pretty JSON, or one line each with
  * --compact); connection problems go to stderr with a non-zero exit.
@@ -15,6 +16,7 @@ import * as grpc from '@grpc/grpc-js';
 import yargs from 'yargs';
 import { DeltaAdsClient, openDeltaStream } from '../proto/ads-service';
 import { deltaRequestCodec, deltaResponseCodec, type DeltaDiscoveryResponse, type Duration, type Resource } from '../proto/messages';
+import { runStatus, statusOptions, statusOptionsOf } from '../status';
 import { envoyTypes } from '../upstream/envoy-types';
 import { isXdstpName, parseUrl, typeUrlOf } from '../xdstp';
 
@@ -143,7 +145,7 @@ function subscribe(args: {
 function main(): void {
   yargs(process.argv.slice(2))
     .scriptName('npm run xds --')
-    .usage('$0 subscribe <name-or-glob...> [--server host:port]\n\nPrints what a delta-ADS server sends, as JSON.')
+    .usage('$0 subscribe <name-or-glob...> [--server host:port]\n$0 status --server host:port[,host:port…] [--node PATTERN] [--json]\n\nPrints what a delta-ADS server sends, as JSON; or relays\' per-client config status.')
     .command(
       'subscribe <names..>',
       'subscribe to xdstp:// names or globs (or legacy names with --type) and print every response',
@@ -169,7 +171,22 @@ function main(): void {
           compact: a.compact,
         }),
     )
-    .demandCommand(1, 'give a command: subscribe')
+    .command(
+      'status',
+      "ask relays for their clients' config status (CSDS) and print a table (or --json)",
+      (y) => statusOptions(y),
+      (a) => {
+        let opts;
+        try {
+          opts = statusOptionsOf(a);
+        } catch (err) {
+          process.stderr.write(`xds: ${(err as Error).message}\n`);
+          process.exit(2);
+        }
+        void runStatus(opts, process).then((code) => process.stdout.write('', () => process.exit(code)));
+      },
+    )
+    .demandCommand(1, 'give a command: subscribe, status')
     .strict()
     .version(false)
     .help()

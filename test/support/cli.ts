@@ -67,6 +67,8 @@ function collect(proc: ChildProcess, events: EventEmitter, logs: LogLine[], text
  * it, bind it to a free loopback port so parallel runs cannot collide.
  */
 function withAdminDefault(args: string[], env: Record<string, string>): string[] {
+  // `status` starts no relay and has no --admin option.
+  if (args[0] === 'status') return args;
   if (args.some((a) => a === '--admin' || a.startsWith('--admin=')) || env.XDSTP_RELAY_ADMIN !== undefined) return args;
   return [...args, '--admin', '127.0.0.1:0'];
 }

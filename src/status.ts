@@ -1,0 +1,262 @@
+/**
+ * `xdstp-relay status` (also `npm run xds -- status`): asks one or several
+ * relays for their clients' config status over CSDS (FetchClientStatus) and
+ * prints one table — a row per client stream and per upstream authority, with
+ * per-type counts of SYNCED / STALE / NACKED / NOT_SENT entries — followed by
+ * the NACK messages; `--json` prints the same as one JSON document.
+ *
+ * `--node PATTERN` is a glob on the node id where `*` stands for any run of
+ * characters: `edge-1` exact, `edge-*` prefix, `*-eu` suffix, `*edge*`
+ * contains, anything else with a `*` a full-match regex. Sent as a CSDS
+ * node matcher, so the relays do the filtering.
+ */
+import * as grpc from '@grpc/grpc-js';
+import type { Argv } from 'yargs';
+import { splitHostPort } from './address';
+import {
+  createCsdsClient,
+  type ClientStatusRequest,
+  type ClientStatusResponse,
+  type ConfigStatusName,
+  type NodeMatcherMsg,
+  type Timestamp,
+} from './proto/csds-messages';
+
+export interface StatusOptions {
+  servers: string[];
+  node?: string;
+  json: boolean;
+  timeoutMs: number;
+}
+
+export type CountName = 'synced' | 'stale' | 'nacked' | 'not_sent' | 'unknown';
+export type Counts = Record<CountName, number>;
+
+export interface NackInfo {
+  typeUrl: string;
+  name: string;
+  /** The version the client keeps using. */
+  version: string;
+  rejectedVersion: string;
+  details: string;
+  /** ISO time of the NACK, when known. */
+  at?: string;
+}
+
+export interface StatusRow {
+  relay: string;
+  node: string;
+  scope: string;
+  protocol: string;
+  /** Stream id, or the authority for upstream rows. */
+  stream: string;
+  types: Record<string, Counts>;
+  nacks: NackInfo[];
+}
+
+export interface RelayOutcome {
+  server: string;
+  ok: boolean;
+  error?: string;
+  clients?: number;
+}
+
+const REGEX_SPECIAL = /[.*+?^${}()|[\]\\]/g;
+
+/** The CSDS node matcher for a `--node` glob (see the file comment). */
+export function nodeMatcherForPattern(pattern: string): NodeMatcherMsg | undefined {
+  if (/^\**$/.test(pattern) && pattern !== '') return undefined; // `*`: every node
+  const pieces = pattern.split('*');
+  if (pieces.length === 1) return { node_id: { exact: pattern } };
+  const inner = pieces.slice(1, -1);
+  const first = pieces[0];
+  const last = pieces[pieces.length - 1];
+  if (pieces.length === 2) {
+    if (last === '') return { node_id: { prefix: first } };
+    if (first === '') return { node_id: { suffix: last } };
+  }
+  if (pieces.length === 3 && first === '' && last === '' && inner[0] !== '') return { node_id: { contains: inner[0] } };
+  return { node_id: { safe_regex: { regex: pieces.map((p) => p.replace(REGEX_SPECIAL, '\\$&')).join('.*') } } };
+}
+
+export function statusRequest(node: string | undefined): ClientStatusRequest {
+  const matcher = node === undefined ? undefined : nodeMatcherForPattern(node);
+  // Counts and NACK messages need no payloads.
+  return { exclude_resource_contents: true, ...(matcher ? { node_matchers: [matcher] } : {}) };
+}
+
+const emptyCounts = (): Counts => ({ synced: 0, stale: 0, nacked: 0, not_sent: 0, unknown: 0 });
+
+function countName(status: ConfigStatusName | undefined): CountName {
+  switch (status) {
+    case 'SYNCED':
+      return 'synced';
+    case 'STALE':
+      return 'stale';
+    case 'ERROR':
+      return 'nacked';
+    case 'NOT_SENT':
+      return 'not_sent';
+    default:
+      return 'unknown';
+  }
+}
+
+function isoOf(ts: Timestamp | undefined): string | undefined {
+  if (!ts || ts.seconds === undefined) return undefined;
+  return new Date(Number(ts.seconds) * 1000 + Math.floor((ts.nanos ?? 0) / 1e6)).toISOString();
+}
+
+function splitScope(scope: string): { protocol: string; stream: string } {
+  const m = /^stream\/([^/]+)\/([^/]+)$/.exec(scope);
+  if (m) return { protocol: m[2], stream: m[1] };
+  if (scope.startsWith('upstream/')) return { protocol: 'upstream', stream: scope.slice('upstream/'.length) };
+  return { protocol: '-', stream: scope };
+}
+
+/** One row per ClientConfig of one relay's answer. */
+export function rowsOf(relay: string, response: ClientStatusResponse): StatusRow[] {
+  return (response.config ?? []).map((c) => {
+    const scope = c.client_scope ?? '';
+    const types: Record<string, Counts> = {};
+    const nacks: NackInfo[] = [];
+    for (const g of c.generic_xds_configs ?? []) {
+      const typeUrl = g.type_url ?? '';
+      (types[typeUrl] ??= emptyCounts())[countName(g.config_status)]++;
+      if (g.config_status === 'ERROR' || g.client_status === 'NACKED') {
+        const nack: NackInfo = {
+          typeUrl,
+          name: g.name ?? '',
+          version: g.version_info ?? '',
+          rejectedVersion: g.error_state?.version_info ?? '',
+          details: g.error_state?.details ?? '',
+        };
+        const at = isoOf(g.error_state?.last_update_attempt);
+        if (at) nack.at = at;
+        nacks.push(nack);
+      }
+    }
+    return { relay, node: c.node?.id ?? '', scope, ...splitScope(scope), types, nacks };
+  });
+}
+
+/** `type.googleapis.com/envoy.config.listener.v3.Listener` → `Listener`. */
+export function shortType(typeUrl: string): string {
+  const name = typeUrl.slice(typeUrl.lastIndexOf('/') + 1);
+  return name.slice(name.lastIndexOf('.') + 1) || typeUrl;
+}
+
+/** Listener, RouteConfiguration, Cluster, ClusterLoadAssignment first (the order clients ask), then the rest by name. */
+const TYPE_ORDER = ['Listener', 'RouteConfiguration', 'Cluster', 'ClusterLoadAssignment'];
+
+function typeRank(typeUrl: string): [number, string] {
+  const i = TYPE_ORDER.indexOf(shortType(typeUrl));
+  return [i < 0 ? TYPE_ORDER.length : i, typeUrl];
+}
+
+const CELL_ORDER: Array<[CountName, string]> = [
+  ['synced', 'SYNCED'],
+  ['stale', 'STALE'],
+  ['nacked', 'NACKED'],
+  ['not_sent', 'NOT_SENT'],
+  ['unknown', 'UNKNOWN'],
+];
+
+function cell(c: Counts | undefined): string {
+  if (!c) return '-';
+  const parts = CELL_ORDER.filter(([k]) => c[k] > 0).map(([k, label]) => `${c[k]} ${label}`);
+  return parts.length > 0 ? parts.join(', ') : '-';
+}
+
+/** The human table (and NACK list) for rows from any number of relays. */
+export function formatTable(rows: readonly StatusRow[]): string {
+  const typeUrls = [...new Set(rows.flatMap((r) => Object.keys(r.types)))].sort((a, b) => {
+    const [ra, na] = typeRank(a);
+    const [rb, nb] = typeRank(b);
+    return ra - rb || (na < nb ? -1 : na > nb ? 1 : 0);
+  });
+  const header = ['NODE', 'RELAY', 'PROTOCOL', 'STREAM', ...typeUrls.map(shortType)];
+  const body = rows.map((r) => [r.node || '(none)', r.relay, r.protocol, r.stream, ...typeUrls.map((t) => cell(r.types[t]))]);
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((line) => line[i].length)));
+  const line = (cells: string[]): string =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i])))
+      .join('   ')
+      .trimEnd();
+  const out = [line(header), ...body.map(line)];
+  if (rows.length === 0) out.push('(no clients)');
+  const nacks = rows.flatMap((r) => r.nacks.map((n) => ({ r, n })));
+  if (nacks.length > 0) {
+    out.push('', 'NACKS');
+    for (const { r, n } of nacks) {
+      const rejected = n.rejectedVersion ? `rejected version ${n.rejectedVersion}` : 'rejected';
+      const keeps = n.version ? `, keeps ${n.version}` : '';
+      const when = n.at ? ` at ${n.at}` : '';
+      out.push(`${r.node || '(none)'} @ ${r.relay} ${r.scope} ${shortType(n.typeUrl)} ${n.name}: ${rejected}${keeps}${when}: ${n.details}`);
+    }
+  }
+  return `${out.join('\n')}\n`;
+}
+
+/** One relay's answer; rejects with a one-line message. */
+export function fetchClientStatus(server: string, request: ClientStatusRequest, timeoutMs: number): Promise<ClientStatusResponse> {
+  const client = createCsdsClient(server);
+  return new Promise<ClientStatusResponse>((resolve, reject) => {
+    client.FetchClientStatus(request, { deadline: Date.now() + timeoutMs }, (err, response) => {
+      // grpc-js appends an empty "Resolution note:" to connection failures.
+      if (err) reject(new Error(`${grpc.status[err.code] ?? err.code}: ${(err.details || err.message).replace(/\s*Resolution note:\s*$/, '')}`));
+      else resolve(response ?? {});
+    });
+  }).finally(() => client.close());
+}
+
+/** `--server a:1,b:2 --server c:3` → [a:1, b:2, c:3]; throws on a malformed address. */
+export function parseServers(values: readonly string[]): string[] {
+  const servers = values.flatMap((v) => v.split(',')).map((s) => s.trim()).filter((s) => s !== '');
+  if (servers.length === 0) throw new Error('--server: give at least one HOST:PORT');
+  for (const s of servers) if (!splitHostPort(s)) throw new Error(`--server ${s}: expected HOST:PORT`);
+  return servers;
+}
+
+/** Asks every relay (concurrently), prints, and returns the exit code: 0, or 1 if a relay did not answer. */
+export async function runStatus(opts: StatusOptions, out: { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream }): Promise<number> {
+  const request = statusRequest(opts.node);
+  const answers = await Promise.all(
+    opts.servers.map(async (server) => {
+      try {
+        return { server, response: await fetchClientStatus(server, request, opts.timeoutMs) };
+      } catch (err) {
+        return { server, error: (err as Error).message };
+      }
+    }),
+  );
+  const rows: StatusRow[] = [];
+  const relays: RelayOutcome[] = [];
+  for (const a of answers) {
+    if (a.response) {
+      const mine = rowsOf(a.server, a.response);
+      rows.push(...mine);
+      relays.push({ server: a.server, ok: true, clients: mine.length });
+    } else {
+      relays.push({ server: a.server, ok: false, error: a.error });
+    }
+  }
+  if (opts.json) out.stdout.write(`${JSON.stringify({ relays, clients: rows }, null, 2)}\n`);
+  else out.stdout.write(formatTable(rows));
+  const failed = relays.filter((r) => !r.ok);
+  for (const r of failed) out.stderr.write(`xdstp-relay status: ${r.server}: ${r.error}\n`);
+  return failed.length > 0 ? 1 : 0;
+}
+
+/** The `status` options, shared by `xdstp-relay status` and `npm run xds -- status`. */
+export function statusOptions<T>(y: Argv<T>) {
+  return y
+    .option('server', { type: 'string', array: true, demandOption: true, describe: 'relay HOST:PORT[,HOST:PORT…] (repeatable)' })
+    .option('node', { type: 'string', describe: 'node id glob: exact, or * for any characters (edge-*, *-eu, *edge*)' })
+    .option('json', { type: 'boolean', default: false, describe: 'print JSON instead of the table' })
+    .option('timeout', { type: 'number', default: 5000, describe: 'ms to wait for each relay' });
+}
+
+export function statusOptionsOf(a: { server: string[]; node?: string; json: boolean; timeout: number }): StatusOptions {
+  return { servers: parseServers(a.server), node: a.node, json: a.json, timeoutMs: a.timeout };
+}
