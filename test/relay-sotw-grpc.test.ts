@@ -45,6 +45,8 @@ import { TestOrigin } from './support/origin';
 import { freePort } from './support/ports';
 import { RedisServer, redisSkip } from './support/redis-server';
 import { sleep } from './support/wait';
+import { fetchStatus, streamsOf } from './support/csds';
+import { pollUntil } from './support/admin';
 
 
 const TARGET = 'xds:///my-service';
@@ -316,6 +318,26 @@ describe('gRPC proxyless clients through the relay (SotW ADS)', () => {
       await grpcClient.callUntil(TARGET, 'B', PROPAGATION_MS);
       await holdsChain(grpcClient, names, backendB);
       assert.equal(env.origin.subscribeCount(names.endpoints), 1, 'still one upstream subscription');
+    });
+  });
+
+  test("the relay's CSDS view of a gRPC client equals what that client's own CSDS reports (names, versions, ACKED)", T, async () => {
+    await withEnv(FEDERATION, async (env) => {
+      const client = await env.grpcClient();
+      await client.callUntil(TARGET, 'A');
+      env.moveEndpointTo(backendB, 'v2');
+      await client.callUntil(TARGET, 'B', PROPAGATION_MS);
+      const own = await holdsChain(client, FEDERATION.names, backendB);
+      const ownView = own.map((r) => `${r.typeUrl} ${r.name} ${r.version} ${r.status}`).sort();
+      const relayView = async (): Promise<string[]> => {
+        const res = await fetchStatus(env.relayAddress);
+        const [stream] = streamsOf(res, 'grpc-1');
+        return (stream?.generic_xds_configs ?? []).map((g) => `${g.type_url} ${g.name} ${g.version_info ?? ''} ${g.client_status}`).sort();
+      };
+      await pollUntil(async () => JSON.stringify(await relayView()) === JSON.stringify(ownView), 'the two views agree').catch(() => undefined);
+      assert.deepEqual(await relayView(), ownView);
+      const [stream] = streamsOf(await fetchStatus(env.relayAddress), 'grpc-1');
+      assert.match(stream!.client_scope ?? '', /^stream\/\d+\/sotw$/);
     });
   });
 

@@ -36,9 +36,11 @@ function nameStatus(state: SubscriptionState, name: string, current: CacheEntry 
   const rejected = state.rejected?.get(name);
   const { version, pending } = state.clientView(name);
   const holds = version !== undefined && version !== TOLD_ABSENT ? version : '';
+  // A SotW client knows a resource by the version_info of the response that changed it.
+  const shown = state.protocol === 'sotw' ? (state.responseVersion(name) ?? '') : holds;
   let out: ResourceStatus;
   if (rejected) {
-    out = status(typeUrl, name, holds, 'ERROR', 'NACKED');
+    out = status(typeUrl, name, shown, 'ERROR', 'NACKED');
     out.error = { version: rejected.version, details: rejected.details, at: rejected.at };
   } else if (version === TOLD_ABSENT && !pending) {
     out = status(typeUrl, name, '', 'SYNCED', 'DOES_NOT_EXIST');
@@ -48,7 +50,7 @@ function nameStatus(state: SubscriptionState, name: string, current: CacheEntry 
   } else {
     // Behind: a change is on its way (sent, or held back while the client is slow).
     const behind = pending || (current !== undefined && current.version !== holds);
-    out = status(typeUrl, name, holds, behind ? 'STALE' : 'SYNCED', holds === '' ? 'REQUESTED' : 'ACKED');
+    out = status(typeUrl, name, shown, behind ? 'STALE' : 'SYNCED', holds === '' ? 'REQUESTED' : 'ACKED');
   }
   if (current && current.version === holds) {
     out.lastUpdated = current.updatedAt;

@@ -90,6 +90,13 @@ export class SubscriptionState implements Watcher, FanOutTarget {
    * the client has ACKed everything.
    */
   private prior: Map<string, string | undefined> | undefined;
+  /**
+   * SotW only: name → nonce (= version_info) of the sent response that
+   * carries its latest change, and → version_info of the ACKed response that
+   * last changed it — the version a SotW client reports for a resource.
+   */
+  private changedIn: Map<string, string> | undefined;
+  private ackedIn: Map<string, string> | undefined;
   nacks = 0;
   /** The last response's nonce (SotW requests must carry it to count). */
   lastNonce = '';
@@ -267,6 +274,10 @@ export class SubscriptionState implements Watcher, FanOutTarget {
       for (const v of r.adds) {
         this.rejected?.delete(v.name);
         if (this.held.get(v.name) === v.version) this.prior?.delete(v.name);
+        if (this.changedIn?.get(v.name) === r.nonce) {
+          this.changedIn.delete(v.name);
+          (this.ackedIn ??= new Map()).set(v.name, r.nonce);
+        }
       }
       for (const n of r.removes) if (this.held.get(n) === undefined || this.held.get(n) === TOLD_ABSENT) this.prior?.delete(n);
     }
@@ -300,6 +311,11 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     if (rejected) return { version: rejected.kept, pending: false };
     if (this.prior?.has(name)) return { version: this.prior.get(name), pending: true };
     return { version: this.held.get(name), pending: false };
+  }
+
+  /** SotW: the version_info of the ACKed response that last changed `name` (undefined for delta or none). */
+  responseVersion(name: string): string | undefined {
+    return this.ackedIn?.get(name);
   }
 
   /** Remembers what the client held of `name` before a change it has not ACKed yet. */
@@ -464,10 +480,11 @@ export class SubscriptionState implements Watcher, FanOutTarget {
       this.coalesce(pending);
       return;
     }
-    this.sendAll(this.builder.build(this, pending, fan));
+    this.sendAll(this.builder.build(this, pending, fan), pending);
   }
 
-  private sendAll(responses: readonly OutgoingResponse[]): void {
+  private sendAll(responses: readonly OutgoingResponse[], pending: Pending): void {
+    if (this.builder.protocol === 'sotw' && pending.adds.length > 0) this.noteChanges(responses, pending);
     for (const r of responses) {
       this.unacked.push(r);
       this.lastNonce = r.nonce;
@@ -497,6 +514,14 @@ export class SubscriptionState implements Watcher, FanOutTarget {
       else if (v === null) pending.removes.push(name);
       else pending.adds.push(v);
     }
-    this.sendAll(this.builder.build(this, pending, undefined));
+    this.sendAll(this.builder.build(this, pending, undefined), pending);
+  }
+
+  /** SotW: which response carries each changed name (a full-state response also repeats unchanged ones). */
+  private noteChanges(responses: readonly OutgoingResponse[], pending: Pending): void {
+    const changed = new Set<string>();
+    for (const v of pending.adds) changed.add(v.name);
+    const changedIn = (this.changedIn ??= new Map());
+    for (const r of responses) for (const v of r.adds) if (changed.has(v.name)) changedIn.set(v.name, r.nonce);
   }
 }
