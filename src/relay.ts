@@ -14,7 +14,7 @@ import { DownstreamServer } from './downstream/server';
 import { relayStatusSource } from './downstream/status-view';
 import { SubscriptionEngine } from './hub/engine';
 import { Router } from './hub/routing';
-import type { UpstreamPort, UpstreamSink } from './upstream/types';
+import type { UpstreamPort, UpstreamSink, UpstreamStatus } from './upstream/types';
 import { createLogger, type Logger } from './log';
 import { RelayMetrics } from './metrics';
 import type { Node } from './proto/messages';
@@ -50,7 +50,7 @@ export interface RelayOptions {
 export interface ManagedUpstream extends UpstreamPort {
   start(): void;
   close(): void;
-  readonly status: object;
+  readonly status: UpstreamStatus;
 }
 
 export function defaultNodeId(): string {

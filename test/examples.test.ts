@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { envoyTypes } from '../src/upstream/envoy-types';
+import { envoyTypes } from '../src/proto/envoy-types';
 import { assertWellFormed } from './support/assertions';
 import { cleanEnv, spawnCli, type SpawnedCli } from './support/cli';
 import { DeltaClient } from './support/delta-client';

@@ -7,6 +7,7 @@ import type { SharedStore } from '../cache/types';
 import type { Subscription } from '../hub/subscription';
 import { TOLD_ABSENT, type SubscriptionState } from '../downstream/subscription-state';
 import type { Node } from '../proto/messages';
+import type { UpstreamStatus } from '../upstream/types';
 import { decodeResource, type PayloadDecoder } from './payload';
 
 /** What /debug/clients needs of a downstream stream (src/downstream/client-stream.ts). */
@@ -28,14 +29,8 @@ export interface UpstreamInfo {
   readonly authority: string | null;
   readonly label: string;
   readonly connected: boolean;
-  readonly status: object;
+  readonly status: UpstreamStatus;
   subscriptionCount(): number;
-}
-
-/** The upstream state name from an upstream's `status`, when it reports one. */
-export function upstreamStateOf(u: UpstreamInfo): string {
-  const state = (u.status as { state?: unknown }).state;
-  return typeof state === 'string' ? state : u.connected ? 'ready' : 'unknown';
 }
 
 export const DEFAULT_LIMIT = 1000;
@@ -175,7 +170,7 @@ export function upstreamsView(upstreams: Iterable<UpstreamInfo>): Array<Record<s
     authority: u.authority,
     label: u.label,
     connected: u.connected,
-    state: upstreamStateOf(u),
+    state: u.status.state,
     subscriptions: u.subscriptionCount(),
     status: u.status,
   }));

@@ -16,7 +16,6 @@ import {
   flagParam,
   limitParam,
   subscriptionsView,
-  upstreamStateOf,
   upstreamsView,
   type ClientStreamInfo,
   type UpstreamInfo,
@@ -69,7 +68,7 @@ export function readiness(parts: AdminParts): Readiness {
   const upstreams: Readiness['upstreams'] = {};
   let anyConnected = false;
   for (const u of parts.upstreams.values()) {
-    upstreams[u.label] = { connected: u.connected, state: upstreamStateOf(u) };
+    upstreams[u.label] = { connected: u.connected, state: u.status.state };
     anyConnected ||= u.connected;
   }
   const upstreamConnected = parts.upstreams.size === 0 || anyConnected;
@@ -97,7 +96,7 @@ export function refreshRelayGauges(parts: AdminParts): void {
     upstreamSubs += n;
     metrics.upstreamSubscriptions.set({ authority: u.label }, n);
     metrics.upstreamConnected.set({ authority: u.label }, u.connected ? 1 : 0);
-    const state = upstreamStateOf(u);
+    const state = u.status.state;
     // The gRPC upstream's states, plus whatever another kind of upstream reports (a short, fixed set each).
     if (!UPSTREAM_STATES.includes(state) && UPSTREAM_STATES.length < 16) UPSTREAM_STATES.push(state);
     for (const s of UPSTREAM_STATES) metrics.upstreamState.set({ authority: u.label, state: s }, s === state ? 1 : 0);

@@ -17,7 +17,7 @@ import yargs from 'yargs';
 import { DeltaAdsClient, openDeltaStream } from '../proto/ads-service';
 import { deltaRequestCodec, deltaResponseCodec, type DeltaDiscoveryResponse, type Duration, type Resource } from '../proto/messages';
 import { runStatus, statusOptions, statusOptionsOf } from '../status';
-import { envoyTypes } from '../upstream/envoy-types';
+import { envoyTypes } from '../proto/envoy-types';
 import { isXdstpName, parseUrl, typeUrlOf } from '../xdstp';
 
 const TYPE_ALIASES: Record<string, string> = {

@@ -51,7 +51,7 @@ import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
 import { resourceCodec, type Duration, type Resource } from '../proto/messages';
 import { formatName, globKeyOf, isXdstpName, parseUrl, parseUrn, typeUrlOf, XdstpNameError } from '../xdstp';
-import { envoyTypes, envoyTypesLoaded, TypedJsonError, type EncodedAny } from './envoy-types';
+import { envoyTypes, envoyTypesLoaded, TypedJsonError, type EncodedAny } from '../proto/envoy-types';
 import type { UpstreamPort, UpstreamSink } from './types';
 
 export interface FileOriginOptions {

@@ -1,3 +1,18 @@
+/** What an upstream reports of itself (admin /debug/upstreams, readiness). */
+export interface UpstreamStatus {
+  /** idle, connecting, ready, backoff, closed (a gRPC upstream); loading, ready, closed… (a file origin). */
+  state: string;
+  /** Subscribed names per type URL. */
+  types: Record<string, number>;
+  /** The server it talks to (gRPC upstreams). */
+  target?: string;
+  /** File origins: the directory, its files and resources, files rejected with why. */
+  dir?: string;
+  files?: number;
+  resources?: number;
+  rejected?: Array<{ file: string; error: string }>;
+}
+
 /** What the subscription engine needs from an upstream: named subscriptions, batched by the upstream itself. */
 export interface UpstreamPort {
   /** The authority it speaks for; null for the default upstream (legacy names). */

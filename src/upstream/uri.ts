@@ -1,4 +1,5 @@
 import * as path from 'node:path';
+import { splitHostPort } from '../address';
 
 /** A parsed upstream URI: `grpc://host:port` or `file://DIR`. */
 export type UpstreamUri = { scheme: 'grpc'; target: string } | { scheme: 'file'; path: string };
@@ -11,9 +12,9 @@ export function parseUpstreamUri(uri: string): UpstreamUri {
   const scheme = m[1].toLowerCase();
   const rest = m[2];
   if (scheme === 'grpc') {
-    const hp = /^(\[[0-9a-fA-F:.]+\]|[^\s:/[\]]+):(\d{1,5})\/?$/.exec(rest);
-    if (!hp || Number(hp[2]) > 65535) throw new UpstreamUriError(`"${uri}": expected grpc://host:port`);
-    return { scheme: 'grpc', target: `${hp[1]}:${hp[2]}` };
+    const target = rest.endsWith('/') ? rest.slice(0, -1) : rest;
+    if (target.includes('/') || splitHostPort(target) === undefined) throw new UpstreamUriError(`"${uri}": expected grpc://host:port`);
+    return { scheme: 'grpc', target };
   }
   if (scheme === 'file') {
     if (rest === '') throw new UpstreamUriError(`"${uri}": file:// needs a directory`);

@@ -15,7 +15,7 @@
  * ignored. gRPC reads a resource's name from the payload itself (Listener.name,
  * ClusterLoadAssignment.cluster_name …), so it must be exactly the name asked for.
  */
-import { envoyTypes } from '../../src/upstream/envoy-types';
+import { envoyTypes } from '../../src/proto/envoy-types';
 import { CLUSTER, ENDPOINT, LISTENER, ROUTE, xdstp } from './names';
 
 export const HTTP_CONNECTION_MANAGER =
