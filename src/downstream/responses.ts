@@ -57,6 +57,17 @@ function signature(typeUrl: string, adds: readonly Variant[], removes: readonly 
   return sig;
 }
 
+/** The responses for `key` in this fan-out round: encoded by the first client that needs them, shared by the rest. */
+function shared(fan: FanOut, protocol: string, key: unknown, encode: () => OutgoingResponse[]): OutgoingResponse[] {
+  const memo = fan.memo(protocol);
+  let responses = memo.get(key) as OutgoingResponse[] | undefined;
+  if (!responses) {
+    responses = encode();
+    memo.set(key, responses);
+  }
+  return responses;
+}
+
 /** Incremental (delta) responses: the changed resources and removed names, split by size. */
 export class DeltaResponses implements ResponseBuilder {
   readonly protocol = 'delta';
@@ -72,15 +83,9 @@ export class DeltaResponses implements ResponseBuilder {
   build(state: SubscriptionState, p: Pending, fan: FanOut | undefined): OutgoingResponse[] {
     // Errors are rare and per client: never shared.
     if (!fan || !this.share || p.errors.length > 0) return this.encode(state.typeUrl, p);
-    const memo = fan.memo(this.protocol);
     // The common case — one changed resource — is keyed by the shared variant itself: no string building.
     const key: unknown = p.adds.length === 1 && p.removes.length === 0 && !p.forced ? p.adds[0] : signature(state.typeUrl, p.adds, p.removes);
-    let responses = memo.get(key) as OutgoingResponse[] | undefined;
-    if (!responses) {
-      responses = this.encode(state.typeUrl, p);
-      memo.set(key, responses);
-    }
-    return responses;
+    return shared(fan, this.protocol, key, () => this.encode(state.typeUrl, p));
   }
 
   private encode(typeUrl: string, p: Pending): OutgoingResponse[] {
@@ -135,14 +140,8 @@ export class SotwResponses implements ResponseBuilder {
       if (items.length === 0 && p.errors.length === 0 && !p.forced) return [];
     }
     if (!fan || !this.share || p.errors.length > 0) return this.encode(state.typeUrl, items, p, world !== undefined);
-    const memo = fan.memo(this.protocol);
     const key: unknown = !world && items.length === 1 ? items[0] : signature(state.typeUrl, items, world ? ['*'] : []);
-    let responses = memo.get(key) as OutgoingResponse[] | undefined;
-    if (!responses) {
-      responses = this.encode(state.typeUrl, items, p, world !== undefined);
-      memo.set(key, responses);
-    }
-    return responses;
+    return shared(fan, this.protocol, key, () => this.encode(state.typeUrl, items, p, world !== undefined));
   }
 
   private encode(typeUrl: string, items: Variant[], p: Pending, fullState: boolean): OutgoingResponse[] {

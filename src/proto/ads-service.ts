@@ -7,29 +7,35 @@ export const SOTW_ADS_PATH = `/${ADS_SERVICE}/StreamAggregatedResources`;
 const passBytes = (b: Buffer): Buffer => b;
 
 /**
+ * A method whose messages stay raw bytes on both sides: the handler decodes
+ * requests itself (a malformed one fails only its own call, with a precise
+ * status) and writes pre-encoded, shareable responses.
+ */
+export function rawMethod(path: string, streaming: boolean): grpc.MethodDefinition<Buffer, Buffer> {
+  return {
+    path,
+    requestStream: streaming,
+    responseStream: streaming,
+    requestSerialize: passBytes,
+    requestDeserialize: passBytes,
+    responseSerialize: passBytes,
+    responseDeserialize: passBytes,
+  };
+}
+
+/**
  * The delta-ADS method with raw-bytes (de)serializers: servers write
  * pre-encoded responses and decode requests themselves, so a malformed message
  * fails only its own stream and shared response bytes are never re-encoded.
  */
-export const deltaAdsMethod: grpc.MethodDefinition<Buffer, Buffer> = {
-  path: DELTA_ADS_PATH,
-  requestStream: true,
-  responseStream: true,
-  requestSerialize: passBytes,
-  requestDeserialize: passBytes,
-  responseSerialize: passBytes,
-  responseDeserialize: passBytes,
-};
+export const deltaAdsMethod = rawMethod(DELTA_ADS_PATH, true);
 
 export const deltaAdsServiceDefinition: grpc.ServiceDefinition = {
   DeltaAggregatedResources: deltaAdsMethod,
 };
 
 /** The state-of-the-world ADS method (gRPC's proxyless clients), raw bytes like the delta one. */
-export const sotwAdsMethod: grpc.MethodDefinition<Buffer, Buffer> = {
-  ...deltaAdsMethod,
-  path: SOTW_ADS_PATH,
-};
+export const sotwAdsMethod = rawMethod(SOTW_ADS_PATH, true);
 
 /** Both ADS methods, as the relay serves them. */
 export const adsServiceDefinition: grpc.ServiceDefinition = {

@@ -4,8 +4,8 @@
  * load on first use, so a relay nobody asks for status never parses them.
  */
 import * as grpc from '@grpc/grpc-js';
-import type * as protobuf from 'protobufjs';
-import type { Any, Node } from './messages';
+import { rawMethod } from './ads-service';
+import { CONVERSION, lazyCodec, type Any, type Codec, type Node } from './messages';
 import { statusRoot } from './schema';
 
 export const CSDS_SERVICE = 'envoy.service.status.v3.ClientStatusDiscoveryService';
@@ -95,64 +95,21 @@ export interface ClientStatusResponse {
   config?: ClientConfig[];
 }
 
-interface Codec<T> {
-  encode(message: T): Buffer;
-  /** Throws on bytes that are not a valid encoding of the message. */
-  decode(bytes: Uint8Array): T;
-}
-
-const CONVERSION: protobuf.IConversionOptions = {
-  longs: Number,
-  enums: String,
-  defaults: false,
-  arrays: true,
-  objects: true,
-};
-
 function statusCodec<T>(fullName: string): Codec<T> {
-  let type: protobuf.Type | undefined;
-  const lookup = (): protobuf.Type => (type ??= statusRoot().lookupType(fullName));
-  return {
-    encode(message: T): Buffer {
-      const t = lookup();
-      const bytes = t.encode(t.fromObject(message as Record<string, unknown>)).finish();
-      return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    },
-    decode(bytes: Uint8Array): T {
-      const t = lookup();
-      return t.toObject(t.decode(bytes), CONVERSION) as T;
-    },
-  };
+  // Enums as their names (SYNCED, ACKED…), which is what callers compare against.
+  return lazyCodec<T>(() => statusRoot().lookupType(fullName), { ...CONVERSION, enums: String });
 }
 
 export const clientStatusRequestCodec = statusCodec<ClientStatusRequest>('envoy.service.status.v3.ClientStatusRequest');
 export const clientStatusResponseCodec = statusCodec<ClientStatusResponse>('envoy.service.status.v3.ClientStatusResponse');
-
-const passBytes = (b: Buffer): Buffer => b;
 
 /**
  * Server side: raw bytes in and out, so the handler decodes the request itself
  * and answers a malformed one with INVALID_ARGUMENT instead of a generic error.
  */
 export const csdsServiceDefinition: grpc.ServiceDefinition = {
-  FetchClientStatus: {
-    path: FETCH_CLIENT_STATUS_PATH,
-    requestStream: false,
-    responseStream: false,
-    requestSerialize: passBytes,
-    requestDeserialize: passBytes,
-    responseSerialize: passBytes,
-    responseDeserialize: passBytes,
-  },
-  StreamClientStatus: {
-    path: STREAM_CLIENT_STATUS_PATH,
-    requestStream: true,
-    responseStream: true,
-    requestSerialize: passBytes,
-    requestDeserialize: passBytes,
-    responseSerialize: passBytes,
-    responseDeserialize: passBytes,
-  },
+  FetchClientStatus: rawMethod(FETCH_CLIENT_STATUS_PATH, false),
+  StreamClientStatus: rawMethod(STREAM_CLIENT_STATUS_PATH, true),
 };
 
 /** Client side: typed messages through the codecs above. */

@@ -68,22 +68,23 @@ export interface DeltaDiscoveryResponse {
   resource_errors?: ResourceErrorMessage[];
 }
 
-interface Codec<T> {
+export interface Codec<T> {
   encode(message: T): Buffer;
   /** Throws on bytes that are not a valid encoding of the message. */
   decode(bytes: Uint8Array): T;
 }
 
-const CONVERSION: protobuf.IConversionOptions = {
+export const CONVERSION: protobuf.IConversionOptions = {
   longs: Number,
   defaults: false,
   arrays: true,
   objects: true,
 };
 
-function codecFor<T>(fullName: string): Codec<T> {
+/** A codec over a protobufjs type resolved on first use (`conversion` shapes decoded objects). */
+export function lazyCodec<T>(resolve: () => protobuf.Type, conversion: protobuf.IConversionOptions = CONVERSION): Codec<T> {
   let type: protobuf.Type | undefined;
-  const lookup = (): protobuf.Type => (type ??= transportType(fullName));
+  const lookup = (): protobuf.Type => (type ??= resolve());
   return {
     encode(message: T): Buffer {
       const t = lookup();
@@ -92,9 +93,13 @@ function codecFor<T>(fullName: string): Codec<T> {
     },
     decode(bytes: Uint8Array): T {
       const t = lookup();
-      return t.toObject(t.decode(bytes), CONVERSION) as T;
+      return t.toObject(t.decode(bytes), conversion) as T;
     },
   };
+}
+
+function codecFor<T>(fullName: string): Codec<T> {
+  return lazyCodec<T>(() => transportType(fullName));
 }
 
 export const deltaRequestCodec = codecFor<DeltaDiscoveryRequest>(

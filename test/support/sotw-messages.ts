@@ -4,22 +4,12 @@
  * (src/proto/messages.ts) and the method with raw-bytes (de)serializers.
  */
 import * as grpc from '@grpc/grpc-js';
-import { SOTW_ADS_PATH } from '../../src/proto/ads-service';
+import { sotwAdsMethod } from '../../src/proto/ads-service';
 
 export type { DiscoveryRequest, DiscoveryResponse } from '../../src/proto/messages';
 export { discoveryRequestCodec as sotwRequestCodec, discoveryResponseCodec as sotwResponseCodec } from '../../src/proto/messages';
 
-const passBytes = (b: Buffer): Buffer => b;
-
 /** StreamAggregatedResources with raw-bytes (de)serializers. */
 export const sotwAdsServiceDefinition: grpc.ServiceDefinition = {
-  StreamAggregatedResources: {
-    path: SOTW_ADS_PATH,
-    requestStream: true,
-    responseStream: true,
-    requestSerialize: passBytes,
-    requestDeserialize: passBytes,
-    responseSerialize: passBytes,
-    responseDeserialize: passBytes,
-  },
+  StreamAggregatedResources: sotwAdsMethod,
 };
