@@ -296,3 +296,19 @@ test('state (SotW): clients with the same state of the world share one encoding'
   push(a, LISTENER, [[L('x'), 'v2']]);
   assert.equal(c1.stream.sent.at(-1), c2.stream.sent.at(-1));
 });
+
+test('engine: an answer to an explicit legacy name does not count as the wildcard answer, so a reconnecting wildcard client loses nothing', () => {
+  const { legacy, client, push } = setup({ defaultUpstream: true });
+  const explicit = client(CLUSTER);
+  explicit.subscribe(['x']);
+  const wildcard = client(CLUSTER);
+  const fan = new FanOut();
+  wildcard.state.setInitialVersions(new Map([['x', 'v0'], ['y', 'v1']]));
+  wildcard.state.subscribe(['*'], fan, new Map([['x', 'v0'], ['y', 'v1']]));
+  fan.finish();
+  push(legacy, CLUSTER, [['x', 'v1']]);
+  const removed = (): string[] => wildcard.stream.decoded().flatMap((r) => r.removed_resources ?? []);
+  assert.deepEqual(removed(), [], 'y is not removed on a guess');
+  push(legacy, CLUSTER, [['z', 'v1']]);
+  assert.deepEqual(removed(), ['y'], 'the wildcard answer (a resource only it covers) reconciles');
+});

@@ -309,8 +309,10 @@ export class SubscriptionEngine implements UpstreamSink {
       for (const bytes of update.resources) this.applyResource(upstream, update.typeUrl, bytes, fan, answered);
       for (const name of update.removed) this.applyRemoval(upstream, update.typeUrl, name, fan, answered);
       for (const e of update.errors) this.applyError(upstream, update.typeUrl, e, fan, answered);
-      // The default upstream answers a legacy wildcard with everything of the type.
-      if (upstream.authority === null) {
+      // An empty response from the default upstream can only be its answer to
+      // the wildcard (an explicit name would be answered with a removal).
+      const empty = update.resources.length === 0 && update.removed.length === 0 && update.errors.length === 0;
+      if (upstream.authority === null && empty) {
         const wildcard = this.index.get(legacyKey(update.typeUrl, WILDCARD));
         if (wildcard && !wildcard.answered) answered.add(wildcard);
       }
@@ -406,7 +408,8 @@ export class SubscriptionEngine implements UpstreamSink {
     if (single) for (const [w, spellings] of single.watchers) w.resource(single, spellings, entry, fan, false);
     if (coll) {
       for (const [w, spellings] of coll.watchers) w.resource(coll, spellings, entry, fan, false);
-      if (!coll.answered) answered.add(coll);
+      // A resource someone also subscribed by itself may answer that subscription, not the collection.
+      if (!coll.answered && !single) answered.add(coll);
     }
   }
 
@@ -488,11 +491,17 @@ export class SubscriptionEngine implements UpstreamSink {
     if (!coll) return;
     const memberName = entry?.name ?? name;
     for (const [w, spellings] of coll.watchers) w.removed(coll, spellings, memberName, fan);
-    if (!coll.answered) answered.add(coll);
+    if (!coll.answered && !single) answered.add(coll);
     if (store.memberCount(collKey) === 0 && entry) this.announceEmpty(collKey, fan);
   }
 
-  /** A collection's content is now known: empty ones are marked, watchers reconcile what their clients listed. */
+  /**
+   * A collection's content is now known: empty ones are marked, watchers
+   * reconcile what their clients listed. Only a response that cannot be the
+   * answer to something else counts (a member nobody subscribed to alone, the
+   * glob's own removal, an empty answer to the wildcard): a removal that
+   * reconciliation sends on a guess would take configuration away.
+   */
   private markAnswered(sub: Subscription, fan: FanOut): void {
     sub.answered = true;
     const { store } = this.opts;
