@@ -268,41 +268,56 @@ export class SubscriptionState implements Watcher, FanOutTarget {
 
   /** ACK of the response with `nonce` (and of every earlier one). */
   ack(nonce: string): void {
-    const settled = this.settle(nonce);
-    if (!settled) return;
-    for (const r of settled) {
-      for (const v of r.adds) {
-        this.rejected?.delete(v.name);
-        if (this.held.get(v.name) === v.version) this.prior?.delete(v.name);
-        if (this.changedIn?.get(v.name) === r.nonce) {
-          this.changedIn.delete(v.name);
-          (this.ackedIn ??= new Map()).set(v.name, r.nonce);
-        }
-      }
-      for (const n of r.removes) if (this.held.get(n) === undefined || this.held.get(n) === TOLD_ABSENT) this.prior?.delete(n);
-    }
+    const last = this.unackedIndex(nonce);
+    if (last < 0) return;
+    // Plain ACKs are the hottest request: no allocation when nothing was rejected or is awaited.
+    const tracking = (this.prior !== undefined && this.prior.size > 0) || this.rejected !== undefined || this.changedIn !== undefined;
+    if (tracking) for (let i = 0; i <= last; i++) this.settled(this.unacked[i]);
     if (this.rejected?.size === 0) this.rejected = undefined;
+    this.dropUnacked(last);
+  }
+
+  /** What an ACKed response tells about the client: it now holds what the response carried. */
+  private settled(r: OutgoingResponse): void {
+    for (const v of r.adds) {
+      this.rejected?.delete(v.name);
+      if (this.held.get(v.name) === v.version) this.prior?.delete(v.name);
+      if (this.changedIn?.get(v.name) === r.nonce) {
+        this.changedIn.delete(v.name);
+        (this.ackedIn ??= new Map()).set(v.name, r.nonce);
+      }
+    }
+    for (const n of r.removes) {
+      const held = this.held.get(n);
+      if (held === undefined || held === TOLD_ABSENT) this.prior?.delete(n);
+    }
   }
 
   /** NACK of the response with `nonce`: the client keeps its previous state; the rejected versions are not sent again. */
   nack(nonce: string, details: string): void {
     this.nacks++;
-    const settled = this.settle(nonce);
-    if (!settled) return;
+    const last = this.unackedIndex(nonce);
+    if (last < 0) return;
+    for (let i = 0; i < last; i++) this.settled(this.unacked[i]);
     const at = Date.now();
-    const rejected = settled[settled.length - 1];
     this.rejected ??= new Map();
-    for (const v of rejected.adds) {
+    for (const v of this.unacked[last].adds) {
       this.rejected.set(v.name, { version: v.version, details, at, kept: this.prior?.get(v.name) });
       this.prior?.delete(v.name);
     }
+    this.dropUnacked(last);
   }
 
-  /** Drops `nonce`'s response and every earlier one from the unacked queue; returns them, oldest first. */
-  private settle(nonce: string): OutgoingResponse[] | undefined {
-    const i = this.unacked.findIndex((r) => r.nonce === nonce);
-    if (i < 0) return undefined;
-    return this.unacked.splice(0, i + 1);
+  private unackedIndex(nonce: string): number {
+    const q = this.unacked;
+    // Almost always the newest response (clients answer in order).
+    if (q.length > 0 && q[q.length - 1].nonce === nonce) return q.length - 1;
+    return q.findIndex((r) => r.nonce === nonce);
+  }
+
+  private dropUnacked(last: number): void {
+    if (last === this.unacked.length - 1) this.unacked.length = 0;
+    else this.unacked.splice(0, last + 1);
   }
 
   /** The version the client holds of `name` as far as it has ACKed ('' for none), and whether a change is on its way. */
