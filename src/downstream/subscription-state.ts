@@ -405,9 +405,10 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   error(sub: Subscription, spellings: Spellings, name: string, error: ResourceErrorInfo, fan: FanOut): void {
     const p = this.pendingFor(fan);
     if (p.errors === NO_ERRORS) p.errors = [];
-    if (sub.isCollection) p.errors.push(error);
-    else forEachSpelling(spellings, (s) => p.errors.push(s === error.name ? error : { ...error, name: s }));
-    void name;
+    // Under the name the client knows: a member's canonical name, or each spelling of a singleton.
+    const as = (n: string): ResourceErrorInfo => (n === error.name ? error : { ...error, name: n });
+    if (sub.isCollection) p.errors.push(as(name));
+    else forEachSpelling(spellings, (s) => p.errors.push(as(s)));
   }
 
   heartbeat(_sub: Subscription, spellings: Spellings, beat: CacheEntry, fan: FanOut): void {
