@@ -64,6 +64,17 @@ export interface DeltaDiscoveryResponse {
   nonce?: string;
   removed_resources?: string[];
   control_plane?: { identifier?: string };
+  removed_resource_names?: ResourceName[];
+  resource_errors?: ResourceError[];
+}
+
+export interface ResourceName {
+  name?: string;
+}
+
+export interface ResourceError {
+  resource_name?: ResourceName;
+  error_detail?: RpcStatus;
 }
 
 interface Codec<T> {
