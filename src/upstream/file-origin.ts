@@ -53,7 +53,7 @@ import type { RelayMetrics } from '../metrics';
 import { resourceCodec, type Duration, type Resource } from '../proto/messages';
 import { formatName, globKeyOf, isXdstpName, parseUrl, parseUrn, typeUrlOf, XdstpNameError } from '../xdstp';
 import { envoyTypes, envoyTypesLoaded, TypedJsonError, type EncodedAny } from './envoy-types';
-import type { UpstreamSink } from './grpc-upstream';
+import type { UpstreamSink } from './types';
 
 export interface FileOriginOptions {
   /** The authority it speaks for; null for the default upstream (legacy names). */
@@ -369,7 +369,7 @@ export class FileOrigin implements UpstreamPort {
   private deliver(typeUrl: string, resources: Buffer[], removed: string[]): void {
     this.opts.metrics.upstreamResponses.inc({ authority: this.label });
     try {
-      this.opts.sink.onResponse(this, typeUrl, resources, removed, process.hrtime.bigint());
+      this.opts.sink.onResponse(this, { typeUrl, resources, removed, errors: [], receivedAt: process.hrtime.bigint() });
     } catch (err) {
       this.opts.logger.error({ authority: this.label, err }, 'failed to apply file origin update');
     }
