@@ -16,7 +16,8 @@ import { createLogger, type Logger } from './log';
 import { RelayMetrics } from './metrics';
 import type { Node } from './proto/messages';
 import { FileOrigin } from './upstream/file-origin';
-import { GrpcUpstream, type UpstreamSink } from './upstream/grpc-upstream';
+import { GrpcUpstream } from './upstream/grpc-upstream';
+import type { UpstreamSink } from './upstream/types';
 import { parseUpstreamUri } from './upstream/uri';
 
 export interface RunningRelay {
@@ -93,8 +94,9 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
   const node = relayNode(config.nodeId);
   let hub: Hub | undefined;
   const sink: UpstreamSink = {
-    onResponse: (u, typeUrl, resources, removed, at) => hub?.applyUpstream(u, typeUrl, resources, removed, at),
+    onResponse: (u, update) => hub?.applyUpstream(u, update),
     versionsFor: (typeUrl, names) => hub?.versionsFor(typeUrl, names) ?? {},
+    onRejectedNames: (_u, typeUrl, names) => hub?.rejectUpstream(typeUrl, names),
   };
   for (const a of config.authorities) upstreams.set(a.name, createUpstream(a.name, a.uris, sink, node, metrics, logger));
   if (config.defaultUpstream) upstreams.set(null, createUpstream(null, config.defaultUpstream, sink, node, metrics, logger));

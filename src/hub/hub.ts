@@ -7,6 +7,10 @@ import { assembleResource, splitResource, type ResourceParts } from '../proto/re
 import { isRejection, type DropReason, type Router } from './routing';
 import { Subscription } from './subscription';
 import { TOLD_ABSENT, type ClientView, type OutgoingResponse, type UpstreamPort } from './types';
+import type { UpstreamUpdate } from '../upstream/types';
+
+/** google.rpc.Code NOT_FOUND in a resource_errors entry: the resource does not exist. */
+const GRPC_NOT_FOUND = 5;
 
 /** Payloads of this type are redirects (glob members may be redirected, spec 000). */
 const RESOURCE_LOCATOR_TYPE = 'type.googleapis.com/xds.core.v3.ResourceLocator';
@@ -105,14 +109,41 @@ export class Hub {
     for (const name of [...view.subs.keys()]) this.leave(view, name);
   }
 
-  /** Resources and removals from one upstream DeltaDiscoveryResponse. */
-  applyUpstream(upstream: UpstreamPort, typeUrl: string, resources: Buffer[], removed: string[], receivedAt: bigint): void {
+  /**
+   * Resources and removals from one upstream DeltaDiscoveryResponse. This hub
+   * cannot forward resource_errors to clients; a NOT_FOUND one is a removal.
+   */
+  applyUpstream(upstream: UpstreamPort, update: UpstreamUpdate): void {
+    const { typeUrl } = update;
     const acc: Accumulator = new Map();
     const batch: StoreBatch = { put: [], remove: [], absent: [] };
-    for (const bytes of resources) this.applyResource(upstream, typeUrl, bytes, acc, batch);
+    const removed = [...update.removed, ...update.errors.filter((e) => e.code === GRPC_NOT_FOUND).map((e) => e.name)];
+    for (const bytes of update.resources) this.applyResource(upstream, typeUrl, bytes, acc, batch);
     for (const name of removed) this.applyRemoval(upstream, typeUrl, name, acc, batch);
     this.writeThrough(batch);
-    this.flush(acc, receivedAt);
+    this.flush(acc, update.receivedAt);
+  }
+
+  /**
+   * Names the upstream gave up on (subscribing them ends its stream): their
+   * clients hear they are removed. Marked absent in memory only, so later
+   * joiners get the same answer; it is no fact to share with the fleet.
+   */
+  rejectUpstream(typeUrl: string, names: readonly string[]): void {
+    const acc: Accumulator = new Map();
+    for (const name of names) {
+      const route = this.opts.router.route(typeUrl, name);
+      if (isRejection(route)) continue;
+      const sub = this.index.get(route.key);
+      if (!sub) continue;
+      this.opts.cache.markAbsent(route.key);
+      for (const [view, spelling] of sub.clients) {
+        const pending = pendingFor(acc, view);
+        if (!sub.isCollection) this.tellAbsent(view, spelling, pending);
+        else if (!pending.removes.includes(spelling)) pending.removes.push(spelling);
+      }
+    }
+    this.flush(acc, undefined);
   }
 
   /** initial_resource_versions for an upstream (re)subscription of `names`, from the cache. */
