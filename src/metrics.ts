@@ -83,6 +83,18 @@ export class RelayMetrics {
     labelNames: ['authority'],
     registers: [this.registry],
   });
+  readonly upstreamNacks = new client.Counter({
+    name: 'xdstp_relay_upstream_nacks_total',
+    help: 'Upstream responses the relay rejected (NACKed) without applying any of them, by reason (undecodable, duplicate_name, added_and_removed, type_mismatch).',
+    labelNames: ['authority', 'reason'],
+    registers: [this.registry],
+  });
+  readonly upstreamRejectedNames = new client.Counter({
+    name: 'xdstp_relay_upstream_rejected_names_total',
+    help: 'Names dropped from the upstream subscription because subscribing them ends the upstream stream (poison); their clients are answered in removed_resources.',
+    labelNames: ['authority'],
+    registers: [this.registry],
+  });
   readonly dedupRatio = new client.Gauge({
     name: 'xdstp_relay_dedup_ratio',
     help: 'Client subscriptions divided by upstream subscriptions (1 when there are none).',

@@ -66,7 +66,17 @@ function relayNode(nodeId: string): Node {
   };
 }
 
-function createUpstream(authority: string | null, uris: string[], sink: UpstreamSink, node: Node, metrics: RelayMetrics, logger: Logger): ManagedUpstream {
+interface UpstreamParts {
+  sink: UpstreamSink;
+  node: Node;
+  metrics: RelayMetrics;
+  logger: Logger;
+  /** No request upstream exceeds this (the relay's --max-response-bytes). */
+  maxRequestBytes: number;
+}
+
+function createUpstream(authority: string | null, uris: string[], parts: UpstreamParts): ManagedUpstream {
+  const { sink, node, metrics, logger, maxRequestBytes } = parts;
   const targets: string[] = [];
   for (const uri of uris) {
     const parsed = parseUpstreamUri(uri);
@@ -77,7 +87,7 @@ function createUpstream(authority: string | null, uris: string[], sink: Upstream
     }
     targets.push(parsed.target);
   }
-  return new GrpcUpstream({ authority, targets, node, sink, logger, metrics });
+  return new GrpcUpstream({ authority, targets, node, sink, logger, metrics, maxRequestBytes });
 }
 
 /** Starts a relay: downstream server, upstreams, hub, cache and admin HTTP. */
@@ -101,8 +111,9 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     versionsFor: (typeUrl, names) => engine?.versionsFor(typeUrl, names) ?? {},
     onRejectedNames: (u, typeUrl, names) => engine?.onRejectedNames(u, typeUrl, names),
   };
-  for (const a of config.authorities) upstreams.set(a.name, createUpstream(a.name, a.uris, sink, node, metrics, logger));
-  if (config.defaultUpstream) upstreams.set(null, createUpstream(null, config.defaultUpstream, sink, node, metrics, logger));
+  const upstreamParts: UpstreamParts = { sink, node, metrics, logger, maxRequestBytes: config.maxResponseBytes ?? DEFAULTS.maxResponseBytes };
+  for (const a of config.authorities) upstreams.set(a.name, createUpstream(a.name, a.uris, upstreamParts));
+  if (config.defaultUpstream) upstreams.set(null, createUpstream(null, config.defaultUpstream, upstreamParts));
 
   const store = new ResourceStore({ memory: cache, shared, logger, metrics, onExpired: (keys) => engine?.onExpired(keys) });
   const hub = (engine = new SubscriptionEngine({

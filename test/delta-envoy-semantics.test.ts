@@ -328,3 +328,40 @@ test('a name that is not valid UTF-8 ends the stream with INVALID_ARGUMENT', T, 
     await good.waitForVersion(LISTENER, L('ok'), 'v2');
   });
 });
+
+// ------------------------------------------------------------------ 10. resource errors
+
+test('a transient resource error reaches the subscribed client and a later subscriber, and keeps the cached copy', T, async () => {
+  await withRelay({}, async ({ origin, client }) => {
+    const x = L('flaky');
+    origin.setResource(LISTENER, x, 'x', 'v1');
+    const first = client();
+    first.subscribe(LISTENER, [x]);
+    await first.waitForVersion(LISTENER, x, 'v1');
+    origin.injectRaw(LISTENER, [], [], { resourceErrors: [{ name: x, code: grpc.status.UNAVAILABLE, message: 'backend unavailable' }] });
+    const errorsOf = (c: typeof first): string[] =>
+      c.responses.flatMap((r) => (r.resource_errors ?? []).map((e) => `${e.resource_name?.name} ${e.error_detail?.code} ${e.error_detail?.message}`));
+    await first.waitFor(() => errorsOf(first).length === 1, 'the error');
+    assert.deepEqual(errorsOf(first), [`${x} 14 backend unavailable`]);
+    assert.equal(first.held(LISTENER).get(x), 'v1', 'the client keeps what it has');
+
+    const later = client();
+    later.subscribe(LISTENER, [x]);
+    await later.waitForVersion(LISTENER, x, 'v1');
+    await later.waitFor(() => errorsOf(later).length === 1, 'the error, for a later subscriber too');
+    assertWellFormed(first, later);
+  });
+});
+
+test('a NOT_FOUND resource error is a removal', T, async () => {
+  await withRelay({}, async ({ origin, client }) => {
+    const x = L('gone-by-error');
+    origin.setResource(LISTENER, x, 'x', 'v1');
+    const c = client();
+    c.subscribe(LISTENER, [x]);
+    await c.waitForVersion(LISTENER, x, 'v1');
+    origin.injectRaw(LISTENER, [], [], { resourceErrors: [{ name: x, code: grpc.status.NOT_FOUND, message: 'no such listener' }] });
+    await c.waitForRemoved(LISTENER, x);
+    assertWellFormed(c);
+  });
+});

@@ -64,8 +64,17 @@ export interface DeltaDiscoveryResponse {
   nonce?: string;
   removed_resources?: string[];
   control_plane?: { identifier?: string };
-  removed_resource_names?: Array<{ name?: string }>;
-  resource_errors?: ResourceErrorMessage[];
+  removed_resource_names?: ResourceName[];
+  resource_errors?: ResourceError[];
+}
+
+export interface ResourceName {
+  name?: string;
+}
+
+export interface ResourceError {
+  resource_name?: ResourceName;
+  error_detail?: RpcStatus;
 }
 
 export interface Codec<T> {
@@ -120,18 +129,13 @@ export interface DiscoveryRequest {
   error_detail?: RpcStatus;
 }
 
-export interface ResourceErrorMessage {
-  resource_name?: { name?: string };
-  error_detail?: RpcStatus;
-}
-
 export interface DiscoveryResponse {
   version_info?: string;
   resources?: Any[];
   type_url?: string;
   nonce?: string;
   control_plane?: { identifier?: string };
-  resource_errors?: ResourceErrorMessage[];
+  resource_errors?: ResourceError[];
 }
 
 export const discoveryRequestCodec = codecFor<DiscoveryRequest>('envoy.service.discovery.v3.DiscoveryRequest');

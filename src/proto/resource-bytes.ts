@@ -1,4 +1,4 @@
-import { WIRE_LEN, WIRE_VARINT, WireError, decodeUtf8, scanFields, varintSize, writeVarint } from './wire';
+import { WIRE_LEN, WIRE_VARINT, WireError, decodeUtf8Strict, scanFields, varintSize, writeVarint } from './wire';
 
 /** Field numbers of envoy.service.discovery.v3.Resource that the relay reads or rewrites. */
 const RESOURCE_VERSION = 1;
@@ -51,12 +51,12 @@ function readBool(buf: Uint8Array, start: number, end: number, fieldNo: number):
 function readAnyType(buf: Uint8Array, start: number, end: number): string {
   let typeUrl = '';
   scanFields(buf.subarray(start, end), (f) => {
-    if (f.field === 1 && f.wireType === WIRE_LEN) typeUrl = decodeUtf8(buf, start + f.valueStart, start + f.valueEnd);
+    if (f.field === 1 && f.wireType === WIRE_LEN) typeUrl = decodeUtf8Strict(buf, start + f.valueStart, start + f.valueEnd, 'Resource.resource.type_url');
   });
   return typeUrl;
 }
 
-/** Throws WireError when the bytes are not a well-formed Resource. */
+/** Throws WireError when the bytes are not a well-formed Resource (strings included: they must be UTF-8). */
 export function splitResource(bytes: Buffer): ResourceParts {
   const parts: ResourceParts = {
     name: '',
@@ -75,7 +75,7 @@ export function splitResource(bytes: Buffer): ResourceParts {
     switch (f.field) {
       case RESOURCE_NAME:
         if (!isLen) throw new WireError('Resource.name is not length-delimited');
-        parts.name = decodeUtf8(bytes, f.valueStart, f.valueEnd);
+        parts.name = decodeUtf8Strict(bytes, f.valueStart, f.valueEnd, 'Resource.name');
         return;
       case RESOURCE_TTL:
         if (!isLen) throw new WireError('Resource.ttl is not length-delimited');
@@ -83,7 +83,7 @@ export function splitResource(bytes: Buffer): ResourceParts {
         parts.ttlField = Buffer.from(bytes.subarray(f.start, f.end));
         return;
       case RESOURCE_VERSION:
-        if (isLen) parts.version = decodeUtf8(bytes, f.valueStart, f.valueEnd);
+        if (isLen) parts.version = decodeUtf8Strict(bytes, f.valueStart, f.valueEnd, 'Resource.version');
         break;
       case RESOURCE_ANY:
         if (isLen) {

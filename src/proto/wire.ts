@@ -4,6 +4,7 @@
  * and write length-delimited fields. Keeping the upstream's bytes as slices is
  * what lets the relay forward an `Any` untouched and share response bytes.
  */
+import { isUtf8 } from 'node:buffer';
 
 export const WIRE_VARINT = 0;
 export const WIRE_I64 = 1;
@@ -146,4 +147,15 @@ export function varintField(fieldNo: number, value: number): Buffer {
   const out = Buffer.allocUnsafe(varintSize(tag) + varintSize(value));
   writeVarint(out, writeVarint(out, 0, tag), value);
   return out;
+}
+
+/**
+ * Like decodeUtf8, but a proto3 `string` that is not valid UTF-8 is a
+ * WireError (as the Go and C++ parsers treat it) instead of being silently
+ * replaced by U+FFFD, which could make two different names one.
+ */
+export function decodeUtf8Strict(buf: Uint8Array, start: number, end: number, what: string): string {
+  const slice = Buffer.from(buf.buffer, buf.byteOffset + start, end - start);
+  if (!isUtf8(slice)) throw new WireError(`${what} is not valid UTF-8`);
+  return slice.toString('utf8');
 }

@@ -2,12 +2,17 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
 import { DeltaAdsClient, openDeltaStream } from '../proto/ads-service';
-import { scanDeltaResponse } from '../proto/delta-response';
 import { deltaRequestCodec, type DeltaDiscoveryRequest, type Node } from '../proto/messages';
 import { Backoff } from './backoff';
+import { PoisonBisect, type NamePair } from './poison-bisect';
+import { DEFAULT_MAX_REQUEST_BYTES, splitSubscriptionChange, type SubscriptionChange } from './request-split';
+import { checkDeltaResponse } from './response-check';
 import type { UpstreamPort, UpstreamSink } from './types';
 
 export type UpstreamState = 'idle' | 'connecting' | 'ready' | 'backoff' | 'closed';
+
+/** google.rpc.Code INVALID_ARGUMENT: the code of the relay's NACKs. */
+const NACK_CODE = 3;
 
 export interface GrpcUpstreamOptions {
   authority: string | null;
@@ -25,6 +30,16 @@ export interface GrpcUpstreamOptions {
   batchMs?: number;
   connectTimeoutMs?: number;
   backoff?: Backoff;
+  /** Largest DeltaDiscoveryRequest sent (default 4 MiB, gRPC's default receive limit); larger changes are split. */
+  maxRequestBytes?: number;
+  /**
+   * How long a stream must stay up after a subscription request for the
+   * request to count as accepted (default 1000 ms). A stream that ends sooner
+   * makes its names suspects (see poison-bisect.ts).
+   */
+  settleMs?: number;
+  /** How long a rejected (poison) name is answered as rejected without asking the control plane again (default 5 min). */
+  rejectedRetryMs?: number;
 }
 
 type Stream = grpc.ClientDuplexStream<Buffer, Buffer>;
@@ -37,6 +52,22 @@ function addAll(map: Map<string, Set<string>>, typeUrl: string, name: string): v
 
 function removeFrom(map: Map<string, Set<string>>, typeUrl: string, name: string): void {
   map.get(typeUrl)?.delete(name);
+}
+
+function byType(pairs: readonly NamePair[]): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const p of pairs) {
+    let names = out.get(p.typeUrl);
+    if (!names) out.set(p.typeUrl, (names = []));
+    names.push(p.name);
+  }
+  return out;
+}
+
+function pairsOf(map: Map<string, Set<string>>): NamePair[] {
+  const out: NamePair[] = [];
+  for (const [typeUrl, names] of map) for (const name of names) out.push({ typeUrl, name });
+  return out;
 }
 
 /** Resolves once the channel is READY; rejects on failure or after `timeoutMs`. */
@@ -59,7 +90,10 @@ function awaitReady(client: grpc.Client, timeoutMs: number): Promise<void> {
 /**
  * One authority's delta-ADS stream, all type URLs multiplexed, to the first
  * reachable server of its list. Keeps the desired subscription set and
- * replays it (with cached versions) on every new stream.
+ * replays it (with cached versions) on every new stream; checks every
+ * response before the sink sees it (NACKing the bad ones), keeps every
+ * request within `maxRequestBytes`, and finds and drops names that make the
+ * control plane end the stream (poison-bisect.ts).
  */
 export class GrpcUpstream implements UpstreamPort {
   readonly authority: string | null;
@@ -68,17 +102,28 @@ export class GrpcUpstream implements UpstreamPort {
   private readonly desired = new Map<string, Set<string>>();
   private readonly toSubscribe = new Map<string, Set<string>>();
   private readonly toUnsubscribe = new Map<string, Set<string>>();
+  /** Poison names → when they may be asked upstream again. */
+  private readonly rejected = new Map<string, number>();
+  /** Rejections to report for names subscribed again within `rejectedRetryMs`. */
+  private readonly pendingRejections = new Map<string, Set<string>>();
+  private readonly bisect: PoisonBisect;
   private flushTimer: NodeJS.Timeout | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
+  private probeTimer: NodeJS.Timeout | undefined;
+  private rejectionTimer: NodeJS.Immediate | undefined;
   private client: grpc.Client | undefined;
   private stream: Stream | undefined;
   private nodeSent = false;
+  /** The current stream has delivered a response: only then does the backoff start over. */
+  private streamAnswered = false;
   private outage = false;
   private lastFlushAt = 0;
   private currentTarget = '';
   private readonly backoff: Backoff;
   private readonly batchMs: number;
   private readonly connectTimeoutMs: number;
+  private readonly maxRequestBytes: number;
+  private readonly rejectedRetryMs: number;
 
   constructor(private readonly opts: GrpcUpstreamOptions) {
     this.authority = opts.authority;
@@ -86,6 +131,12 @@ export class GrpcUpstream implements UpstreamPort {
     this.backoff = opts.backoff ?? new Backoff();
     this.batchMs = opts.batchMs ?? 100;
     this.connectTimeoutMs = opts.connectTimeoutMs ?? 2000;
+    this.maxRequestBytes = opts.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES;
+    this.rejectedRetryMs = opts.rejectedRetryMs ?? 5 * 60_000;
+    this.bisect = new PoisonBisect({
+      settleMs: opts.settleMs ?? 1000,
+      isDesired: (typeUrl, name) => this.desired.get(typeUrl)?.has(name) ?? false,
+    });
     opts.metrics.upstreamConnected.set({ authority: this.label }, 0);
   }
 
@@ -93,10 +144,10 @@ export class GrpcUpstream implements UpstreamPort {
     return this.state === 'ready';
   }
 
-  get status(): { state: UpstreamState; target: string; types: Record<string, number> } {
+  get status(): { state: UpstreamState; target: string; types: Record<string, number>; suspectNames: number; rejectedNames: number } {
     const types: Record<string, number> = {};
     for (const [t, names] of this.desired) types[t] = names.size;
-    return { state: this.state, target: this.currentTarget, types };
+    return { state: this.state, target: this.currentTarget, types, suspectNames: this.bisect.heldCount, rejectedNames: this.rejected.size };
   }
 
   start(): void {
@@ -110,6 +161,10 @@ export class GrpcUpstream implements UpstreamPort {
   }
 
   subscribe(typeUrl: string, name: string): void {
+    if (this.stillRejected(typeUrl, name)) {
+      this.reportRejectedLater(typeUrl, name);
+      return;
+    }
     addAll(this.desired, typeUrl, name);
     removeFrom(this.toUnsubscribe, typeUrl, name);
     addAll(this.toSubscribe, typeUrl, name);
@@ -117,8 +172,11 @@ export class GrpcUpstream implements UpstreamPort {
   }
 
   unsubscribe(typeUrl: string, name: string): void {
+    // A rejected name was dropped already: the control plane never took it.
+    if (!this.desired.get(typeUrl)?.has(name)) return;
     removeFrom(this.desired, typeUrl, name);
     removeFrom(this.toSubscribe, typeUrl, name);
+    this.bisect.forget(typeUrl, name);
     addAll(this.toUnsubscribe, typeUrl, name);
     this.scheduleFlush();
   }
@@ -133,6 +191,8 @@ export class GrpcUpstream implements UpstreamPort {
     this.state = 'closed';
     clearTimeout(this.flushTimer);
     clearTimeout(this.retryTimer);
+    clearTimeout(this.probeTimer);
+    if (this.rejectionTimer) clearImmediate(this.rejectionTimer);
     this.stream?.cancel();
     this.client?.close();
     this.stream = undefined;
@@ -144,6 +204,55 @@ export class GrpcUpstream implements UpstreamPort {
   private isClosed(): boolean {
     return this.state === 'closed';
   }
+
+  // --- rejected (poison) names ---------------------------------------------
+
+  private stillRejected(typeUrl: string, name: string): boolean {
+    const key = `${typeUrl}\n${name}`;
+    const until = this.rejected.get(key);
+    if (until === undefined) return false;
+    if (until > Date.now()) return true;
+    this.rejected.delete(key);
+    return false;
+  }
+
+  /** Answered on a later turn: the hub is in the middle of its own subscribe call. */
+  private reportRejectedLater(typeUrl: string, name: string): void {
+    addAll(this.pendingRejections, typeUrl, name);
+    this.rejectionTimer ??= setImmediate(() => {
+      this.rejectionTimer = undefined;
+      const pending = pairsOf(this.pendingRejections);
+      this.pendingRejections.clear();
+      for (const [t, names] of byType(pending)) this.tellRejected(t, names);
+    });
+  }
+
+  private reject(pairs: NamePair[]): void {
+    const until = Date.now() + this.rejectedRetryMs;
+    for (const [typeUrl, names] of byType(pairs)) {
+      for (const name of names) {
+        removeFrom(this.desired, typeUrl, name);
+        removeFrom(this.toSubscribe, typeUrl, name);
+        this.rejected.set(`${typeUrl}\n${name}`, until);
+      }
+      this.opts.metrics.upstreamRejectedNames.inc({ authority: this.label }, names.length);
+      this.opts.logger.warn(
+        { authority: this.label, target: this.currentTarget, typeUrl, names, retryInMs: this.rejectedRetryMs },
+        'upstream ends the stream whenever these names are subscribed; dropped them and answered their clients as removed',
+      );
+      this.tellRejected(typeUrl, names);
+    }
+  }
+
+  private tellRejected(typeUrl: string, names: string[]): void {
+    try {
+      this.opts.sink.onRejectedNames(this, typeUrl, names);
+    } catch (err) {
+      this.opts.logger.error({ authority: this.label, err }, 'failed to apply rejected upstream names');
+    }
+  }
+
+  // --- requests --------------------------------------------------------------
 
   private scheduleFlush(): void {
     if (this.flushTimer || this.state !== 'ready') return;
@@ -158,18 +267,37 @@ export class GrpcUpstream implements UpstreamPort {
     this.flush();
   }
 
-  /** One request per type URL carrying every subscription change since the last flush. */
+  /**
+   * Every subscription change since the last flush, per type URL. During a
+   * poison search new names queue behind the names under test instead, so a
+   * stream that ends can still be blamed on one group.
+   */
   private flush(): void {
     if (this.state !== 'ready') return;
+    if (this.bisect.active) {
+      this.bisect.enqueue(pairsOf(this.toSubscribe));
+      this.toSubscribe.clear();
+    }
     const types = new Set([...this.toSubscribe.keys(), ...this.toUnsubscribe.keys()]);
+    const sent: NamePair[] = [];
     for (const typeUrl of types) {
-      const sub = [...(this.toSubscribe.get(typeUrl) ?? [])];
-      const unsub = [...(this.toUnsubscribe.get(typeUrl) ?? [])];
-      if (sub.length === 0 && unsub.length === 0) continue;
-      this.send({ type_url: typeUrl, resource_names_subscribe: sub, resource_names_unsubscribe: unsub }, 'subscribe');
+      const subscribe = [...(this.toSubscribe.get(typeUrl) ?? [])];
+      const unsubscribe = [...(this.toUnsubscribe.get(typeUrl) ?? [])];
+      if (subscribe.length === 0 && unsubscribe.length === 0) continue;
+      this.sendChange({ typeUrl, subscribe, unsubscribe });
+      for (const name of subscribe) sent.push({ typeUrl, name });
     }
     this.toSubscribe.clear();
     this.toUnsubscribe.clear();
+    this.bisect.recordSent(sent, performance.now());
+    this.pump();
+  }
+
+  /** Writes one subscription change as as many requests as the size limit needs. */
+  private sendChange(change: SubscriptionChange): void {
+    const node = this.nodeSent ? undefined : this.opts.node;
+    const requests = splitSubscriptionChange(change, this.maxRequestBytes, node);
+    for (const req of requests) this.send(req, 'subscribe');
   }
 
   private send(req: DeltaDiscoveryRequest, kind: 'subscribe' | 'ack' | 'nack'): void {
@@ -181,6 +309,36 @@ export class GrpcUpstream implements UpstreamPort {
     this.stream.write(deltaRequestCodec.encode(req));
     this.opts.metrics.upstreamRequests.inc({ authority: this.label, kind });
   }
+
+  /** Subscribes `pairs` with the versions the cache holds. */
+  private sendWithVersions(pairs: NamePair[]): void {
+    for (const [typeUrl, subscribe] of byType(pairs)) {
+      this.sendChange({ typeUrl, subscribe, initialVersions: this.opts.sink.versionsFor(typeUrl, subscribe) });
+    }
+  }
+
+  /** Drives a poison search: sends the next probe once the stream has confirmed what it sent before. */
+  private pump(): void {
+    clearTimeout(this.probeTimer);
+    this.probeTimer = undefined;
+    if (!this.stream || !this.bisect.active) return;
+    const now = performance.now();
+    const probe = this.bisect.nextProbe(now);
+    if (probe) {
+      this.opts.logger.debug({ authority: this.label, names: probe.length, held: this.bisect.heldCount }, 'upstream: probing suspect names');
+      this.sendWithVersions(probe);
+    }
+    const wakeAt = this.bisect.wakeAt();
+    if (wakeAt !== undefined) {
+      this.probeTimer = setTimeout(() => this.pump(), Math.max(0, Math.ceil(wakeAt - now)));
+      this.probeTimer.unref();
+    } else if (!this.bisect.active) {
+      this.opts.logger.info({ authority: this.label }, 'upstream: suspect names all resubscribed');
+      this.scheduleFlush();
+    }
+  }
+
+  // --- connection ------------------------------------------------------------
 
   private setState(state: UpstreamState): void {
     if (this.state === state || this.state === 'closed') return;
@@ -242,6 +400,7 @@ export class GrpcUpstream implements UpstreamPort {
     const stream = openDeltaStream(client);
     this.stream = stream;
     this.nodeSent = false;
+    this.streamAnswered = false;
     let ended = false;
     const onEnd = (why: string): void => {
       if (ended) return;
@@ -250,10 +409,7 @@ export class GrpcUpstream implements UpstreamPort {
         this.stream = undefined;
         this.client = undefined;
         client.close();
-        if (this.state !== 'closed') {
-          this.opts.logger.warn({ authority: this.label, target: this.currentTarget, why }, 'upstream stream ended');
-          this.scheduleRetry();
-        }
+        if (this.state !== 'closed') this.streamEnded(why);
       }
     };
     stream.on('data', (bytes: Buffer) => this.onData(bytes));
@@ -261,41 +417,74 @@ export class GrpcUpstream implements UpstreamPort {
     stream.on('status', (s: grpc.StatusObject) => onEnd(`${grpc.status[s.code]}: ${s.details}`));
     stream.on('end', () => onEnd('closed by server'));
     this.setState('ready');
-    this.backoff.reset();
-    // The new stream starts from nothing: replay the whole subscription set with the versions we hold.
-    this.toSubscribe.clear();
-    this.toUnsubscribe.clear();
+    // The new stream starts from nothing: replay the subscription set with the
+    // versions we hold (names under suspicion wait for their probe).
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
+    if (this.bisect.active) this.bisect.enqueue(pairsOf(this.toSubscribe));
+    this.toSubscribe.clear();
+    this.toUnsubscribe.clear();
+    this.bisect.streamOpened();
+    const replay: NamePair[] = [];
     for (const [typeUrl, names] of this.desired) {
-      if (names.size === 0) continue;
-      this.send(
-        {
-          type_url: typeUrl,
-          resource_names_subscribe: [...names],
-          initial_resource_versions: this.opts.sink.versionsFor(typeUrl, names),
-        },
-        'subscribe',
+      for (const name of names) if (!this.bisect.holds(typeUrl, name)) replay.push({ typeUrl, name });
+    }
+    this.sendWithVersions(replay);
+    this.bisect.recordSent(replay, performance.now());
+    this.pump();
+  }
+
+  private streamEnded(why: string): void {
+    clearTimeout(this.probeTimer);
+    this.probeTimer = undefined;
+    const wasSearching = this.bisect.active;
+    const rejected = this.bisect.streamEnded(performance.now());
+    this.opts.logger.warn({ authority: this.label, target: this.currentTarget, why }, 'upstream stream ended');
+    if (rejected.length > 0) this.reject(rejected);
+    if (this.bisect.active && !wasSearching) {
+      this.opts.logger.warn(
+        { authority: this.label, target: this.currentTarget, suspectNames: this.bisect.heldCount },
+        'upstream stream ended soon after a subscription request; resubscribing those names apart to find any the control plane cannot take',
       );
     }
+    this.scheduleRetry();
   }
 
   private onData(bytes: Buffer): void {
     const receivedAt = process.hrtime.bigint();
     this.opts.metrics.upstreamResponses.inc({ authority: this.label });
-    let scanned;
-    try {
-      scanned = scanDeltaResponse(bytes);
-    } catch (err) {
-      this.opts.logger.warn({ authority: this.label, err: (err as Error).message }, 'undecodable upstream response');
+    if (!this.streamAnswered) {
+      // The control plane is serving: a later failure starts from the shortest backoff again.
+      this.streamAnswered = true;
+      this.backoff.reset();
+    }
+    const checked = checkDeltaResponse(bytes);
+    if (!checked.ok) {
+      this.opts.metrics.upstreamNacks.inc({ authority: this.label, reason: checked.reason });
+      this.opts.logger.warn(
+        { authority: this.label, target: this.currentTarget, typeUrl: checked.typeUrl, nonce: checked.nonce, reason: checked.reason, detail: checked.message },
+        'upstream response rejected (NACKed); keeping the previous state',
+      );
+      if (checked.nonce && checked.typeUrl) {
+        this.send(
+          { type_url: checked.typeUrl, response_nonce: checked.nonce, error_detail: { code: NACK_CODE, message: checked.message } },
+          'nack',
+        );
+      }
       return;
     }
     try {
-      this.opts.sink.onResponse(this, { typeUrl: scanned.typeUrl, resources: scanned.resources, removed: scanned.removed, errors: [], receivedAt });
+      this.opts.sink.onResponse(this, {
+        typeUrl: checked.typeUrl,
+        resources: checked.resources,
+        removed: checked.removed,
+        errors: checked.errors,
+        receivedAt,
+      });
     } catch (err) {
       this.opts.logger.error({ authority: this.label, err }, 'failed to apply upstream response');
     }
     // ACK what we stored: the relay keeps serving the last good state either way.
-    if (scanned.nonce) this.send({ type_url: scanned.typeUrl, response_nonce: scanned.nonce }, 'ack');
+    if (checked.nonce) this.send({ type_url: checked.typeUrl, response_nonce: checked.nonce }, 'ack');
   }
 }

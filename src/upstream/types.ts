@@ -6,6 +6,9 @@ export interface UpstreamStatus {
   types: Record<string, number>;
   /** The server it talks to (gRPC upstreams). */
   target?: string;
+  /** gRPC upstreams: names under suspicion of ending the stream, and names given up on (poison). */
+  suspectNames?: number;
+  rejectedNames?: number;
   /** File origins: the directory, its files and resources, files rejected with why. */
   dir?: string;
   files?: number;
@@ -35,13 +38,14 @@ export interface UpstreamResourceError {
   message: string;
 }
 
-/** One upstream DeltaDiscoveryResponse, checked and ready to apply. */
+/** One upstream response that passed the checks (see response-check.ts), as the relay applies it. */
 export interface UpstreamUpdate {
   typeUrl: string;
   /** Each an encoded envoy `Resource`, bytes untouched. */
   resources: Buffer[];
-  /** removed_resources plus removed_resource_names. */
+  /** `removed_resources` (6) plus the names of `removed_resource_names` (8), each once. */
   removed: string[];
+  /** `resource_errors` (9). */
   errors: UpstreamResourceError[];
   /** process.hrtime.bigint() at receipt. */
   receivedAt: bigint;
@@ -52,6 +56,10 @@ export interface UpstreamSink {
   onResponse(upstream: UpstreamPort, update: UpstreamUpdate): void;
   /** initial_resource_versions for a (re)subscription, from the cache. */
   versionsFor(typeUrl: string, names: Iterable<string>): Record<string, string>;
-  /** Names the control plane cannot take (poison): their clients are answered as removed. */
+  /**
+   * Names the control plane cannot take (poison): subscribing them ends the
+   * stream. The upstream has already dropped them from its subscription set;
+   * the hub answers their clients as removed.
+   */
   onRejectedNames(upstream: UpstreamPort, typeUrl: string, names: string[]): void;
 }

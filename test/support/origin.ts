@@ -54,6 +54,8 @@ export interface RecordedRequest {
   node?: Node;
   /** Set when the bytes did not decode (then the other fields are empty). */
   decodeError?: string;
+  /** Encoded size of the request. */
+  bytes: number;
 }
 
 export interface SentResponse {
@@ -84,6 +86,20 @@ interface StreamState {
   /** Nonces sent and not yet ACKed/NACKed. */
   pending: Map<string, SentResponse>;
   nonceSeq: number;
+  /**
+   * type URL → resource key → version from initial_resource_versions not yet
+   * matched by a subscription: a client may send its versions in one request
+   * and subscribe the names in later ones (a split replay).
+   */
+  claimed: Map<string, Map<string, string>>;
+}
+
+/** Extra fields for a response made by `injectRaw`. */
+export interface InjectExtras {
+  /** removed_resource_names (field 8). */
+  removedResourceNames?: string[];
+  /** resource_errors (field 9). */
+  resourceErrors?: Array<{ name: string; code: number; message: string }>;
 }
 
 export function makeResource(
@@ -112,6 +128,16 @@ export class TestOrigin {
   readonly nacks: AckRecord[] = [];
   /** Total streams ever opened (grows across restarts). */
   totalStreams = 0;
+  /** When each stream was opened (Date.now()), in order. */
+  readonly streamOpenTimes: number[] = [];
+  /**
+   * Names (canonical keys) this control plane cannot take: a request that
+   * subscribes one ends its stream with INTERNAL before anything of that
+   * request is answered, as a control plane with a validation bug would.
+   */
+  readonly poisonNames = new Set<string>();
+  /** End every new stream at once with UNAVAILABLE (accepts, then fails). */
+  failNewStreams = false;
 
   private server: grpc.Server | null = null;
   private readonly streams = new Map<number, StreamState>();
@@ -263,8 +289,27 @@ export class TestOrigin {
   }
 
   /** Send arbitrary resources/removals of a type to every open stream, regardless of subscriptions. */
-  injectRaw(typeUrl: string, resources: Resource[], removed: string[] = []): void {
-    for (const s of this.openStreams()) this.send(s, typeUrl, resources, removed);
+  injectRaw(typeUrl: string, resources: Resource[], removed: string[] = [], extras: InjectExtras = {}): void {
+    for (const s of this.openStreams()) this.send(s, typeUrl, resources, removed, extras);
+  }
+
+  /**
+   * Write pre-encoded response bytes to every open stream (for responses no
+   * encoder would produce). `nonce` is what the bytes carry; it is awaited as
+   * pending like any other response.
+   */
+  injectEncoded(typeUrl: string, nonce: string, bytes: Buffer): void {
+    for (const s of this.openStreams()) {
+      const sent: SentResponse = { streamId: s.id, nonce, typeUrl, resources: [], removed: [] };
+      s.pending.set(nonce, sent);
+      this.sent.push(sent);
+      try {
+        s.call.write(bytes);
+      } catch {
+        s.open = false;
+      }
+    }
+    this.changed();
   }
 
   getResource(typeUrl: string, name: string): OriginResource | undefined {
@@ -372,9 +417,11 @@ export class TestOrigin {
       held: new Map(),
       pending: new Map(),
       nonceSeq: 0,
+      claimed: new Map(),
     };
     this.streams.set(s.id, s);
     this.totalStreams++;
+    this.streamOpenTimes.push(Date.now());
     const close = (): void => {
       if (!s.open) return;
       s.open = false;
@@ -392,6 +439,10 @@ export class TestOrigin {
     call.on('cancelled', close);
     call.on('error', close);
     call.on('close', close);
+    if (this.failNewStreams) {
+      s.open = false;
+      call_error(call, grpc.status.UNAVAILABLE, 'test origin: failing every stream');
+    }
     this.changed();
   }
 
@@ -411,6 +462,7 @@ export class TestOrigin {
         initialVersions: {},
         nonce: '',
         decodeError: (err as Error).message,
+        bytes: bytes.length,
       });
       s.open = false;
       call_error(s.call, grpc.status.INVALID_ARGUMENT, 'undecodable DeltaDiscoveryRequest');
@@ -429,8 +481,17 @@ export class TestOrigin {
       nonce: req.response_nonce ?? '',
       ...(req.error_detail ? { errorDetail: { ...req.error_detail } } : {}),
       ...(req.node ? { node: req.node } : {}),
+      bytes: bytes.length,
     };
     this.requests.push(rec);
+
+    const poison = rec.subscribe.find((n) => this.poisonNames.has(keyOf(n)));
+    if (poison !== undefined) {
+      s.open = false;
+      call_error(s.call, grpc.status.INTERNAL, `test origin cannot take ${poison}`);
+      this.changed();
+      return;
+    }
 
     if (rec.nonce) {
       s.pending.delete(rec.nonce);
@@ -453,8 +514,11 @@ export class TestOrigin {
     const subs = this.subsOf(s, typeUrl);
     const held = this.heldOf(s, typeUrl);
     const initial = new Map<string, { spelled: string; version: string }>();
+    let claimed = s.claimed.get(typeUrl);
+    if (!claimed) s.claimed.set(typeUrl, (claimed = new Map()));
     for (const [n, v] of Object.entries(rec.initialVersions)) {
       initial.set(keyOf(n), { spelled: n, version: v });
+      claimed.set(keyOf(n), v);
       held.set(keyOf(n), v);
     }
     let subscribe = rec.subscribe;
@@ -485,7 +549,9 @@ export class TestOrigin {
       }
       for (const m of members) {
         const k = keyOf(m.name);
-        if (initial.get(k)?.version === m.version) continue;
+        const claim = claimed.get(k);
+        claimed.delete(k);
+        if (claim === m.version) continue;
         toSend.set(k, m);
       }
     }
@@ -504,7 +570,7 @@ export class TestOrigin {
     this.changed();
   }
 
-  private send(s: StreamState, typeUrl: string, resources: Resource[], removed: string[]): void {
+  private send(s: StreamState, typeUrl: string, resources: Resource[], removed: string[], extras: InjectExtras = {}): void {
     const nonce = `${this.label}-${s.id}-${++s.nonceSeq}`;
     const resp: DeltaDiscoveryResponse = {
       type_url: typeUrl,
@@ -513,6 +579,13 @@ export class TestOrigin {
       removed_resources: removed,
       system_version_info: String(s.nonceSeq),
     };
+    if (extras.removedResourceNames) resp.removed_resource_names = extras.removedResourceNames.map((name) => ({ name }));
+    if (extras.resourceErrors) {
+      resp.resource_errors = extras.resourceErrors.map((e) => ({
+        resource_name: { name: e.name },
+        error_detail: { code: e.code, message: e.message },
+      }));
+    }
     const sent: SentResponse = { streamId: s.id, nonce, typeUrl, resources, removed };
     s.pending.set(nonce, sent);
     this.sent.push(sent);
@@ -534,6 +607,11 @@ export class TestOrigin {
   }
 
   private membersOf(typeUrl: string, sub: string): OriginResource[] {
+    // A plain name is one lookup: large subscription sets must not cost a scan per name.
+    if (sub !== '*' && !isGlob(sub)) {
+      const r = this.typeStore(typeUrl).get(keyOf(sub));
+      return r && subscriptionCovers(sub, r.name) ? [r] : [];
+    }
     return [...this.typeStore(typeUrl).values()].filter((r) => subscriptionCovers(sub, r.name));
   }
 
