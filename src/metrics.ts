@@ -1,4 +1,5 @@
 import * as client from 'prom-client';
+import { SecurityMetrics } from './security/metrics';
 
 const MAX_TYPE_LABELS = 32;
 
@@ -181,6 +182,9 @@ export class RelayMetrics {
     labelNames: ['version', 'nodejs'],
     registers: [this.registry],
   });
+
+  /** TLS, authorization, limits and abuse (src/security/metrics.ts). */
+  readonly security = new SecurityMetrics(this.registry);
 
   /** Refreshers of the gauges computed at scrape time (sizes, ratios, states). */
   private readonly collectors: Array<() => void> = [];

@@ -1,4 +1,5 @@
 import * as os from 'node:os';
+import { AdminAccess } from './admin/auth';
 import { refreshRelayGauges, registerAdminRoutes, type AdminParts } from './admin/routes';
 import { AdminServer } from './admin/server';
 import { splitHostPort } from './address';
@@ -15,6 +16,10 @@ import type { UpstreamPort } from './hub/types';
 import { createLogger, type Logger } from './log';
 import { RelayMetrics } from './metrics';
 import type { Node } from './proto/messages';
+import { createDownstreamSecurity, type DownstreamSecurity } from './security/downstream';
+import { ALLOW_ALL, PolicyStore, type JoinAuthorizer } from './security/policy';
+import { upstreamChannels } from './security/upstream-channels';
+import type { UpstreamTlsSpec } from './security/tls';
 import { FileOrigin } from './upstream/file-origin';
 import { GrpcUpstream, type UpstreamSink } from './upstream/grpc-upstream';
 import { parseUpstreamUri } from './upstream/uri';
@@ -24,6 +29,8 @@ export interface RunningRelay {
   readonly adminPort: number | null;
   readonly metrics: RelayMetrics;
   readonly logger: Logger;
+  /** The authorization policy in force (`--policy`), or allow-all. */
+  readonly authorizer: JoinAuthorizer;
   /** Flips /readyz to 503 and sends clients away gradually over `periodMs` (default: config.drainPeriodMs). */
   drain(periodMs?: number): Promise<DrainResult>;
   /**
@@ -63,7 +70,15 @@ function relayNode(nodeId: string): Node {
   };
 }
 
-function createUpstream(authority: string | null, uris: string[], sink: UpstreamSink, node: Node, metrics: RelayMetrics, logger: Logger): ManagedUpstream {
+function createUpstream(
+  authority: string | null,
+  uris: string[],
+  tls: UpstreamTlsSpec | undefined,
+  sink: UpstreamSink,
+  node: Node,
+  metrics: RelayMetrics,
+  logger: Logger,
+): ManagedUpstream {
   const targets: string[] = [];
   for (const uri of uris) {
     const parsed = parseUpstreamUri(uri);
@@ -74,13 +89,29 @@ function createUpstream(authority: string | null, uris: string[], sink: Upstream
     }
     targets.push(parsed.target);
   }
-  return new GrpcUpstream({ authority, targets, node, sink, logger, metrics });
+  const channelFor = upstreamChannels(uris, tls, logger.child({ authority: authority ?? '(default)' }));
+  return new GrpcUpstream({ authority, targets, node, sink, logger, metrics, channelFor });
 }
 
 /** Starts a relay: downstream server, upstreams, hub, cache and admin HTTP. */
 export async function startRelay(config: RelayConfig, options: RelayOptions = {}): Promise<RunningRelay> {
   const logger = options.logger ?? createLogger(config.logLevel);
   const metrics = options.metrics ?? new RelayMetrics();
+  // Files first (certificates, policy): a bad one stops the start before anything connects.
+  // --policy: the join check (the hub consults it per subscription); reloaded on change.
+  const policyFile = config.security?.policyFile;
+  const policy = policyFile
+    ? new PolicyStore(policyFile, { logger, onReload: (result) => metrics.security.reloads.inc({ file: 'policy', result }) })
+    : undefined;
+  const authorizer: JoinAuthorizer = policy ?? ALLOW_ALL;
+  // TLS / mTLS, connection limits and HTTP/2 abuse checks (src/security/downstream.ts).
+  let security: DownstreamSecurity;
+  try {
+    security = createDownstreamSecurity(config.security, { logger, metrics });
+  } catch (err) {
+    policy?.close();
+    throw err;
+  }
   const cache = new MemoryCache();
   // --redis / --redis-cluster: the shared tier (a store passed in by the caller wins).
   const ownedStore =
@@ -96,8 +127,10 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     onResponse: (u, typeUrl, resources, removed, at) => hub?.applyUpstream(u, typeUrl, resources, removed, at),
     versionsFor: (typeUrl, names) => hub?.versionsFor(typeUrl, names) ?? {},
   };
-  for (const a of config.authorities) upstreams.set(a.name, createUpstream(a.name, a.uris, sink, node, metrics, logger));
-  if (config.defaultUpstream) upstreams.set(null, createUpstream(null, config.defaultUpstream, sink, node, metrics, logger));
+  for (const a of config.authorities) upstreams.set(a.name, createUpstream(a.name, a.uris, a.tls, sink, node, metrics, logger));
+  if (config.defaultUpstream) {
+    upstreams.set(null, createUpstream(null, config.defaultUpstream, config.security?.defaultUpstreamTls, sink, node, metrics, logger));
+  }
 
   hub = new Hub({
     cache,
@@ -113,8 +146,18 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
   const serverOptions = config.maxConnectionAgeMs
     ? { 'grpc.max_connection_age_ms': config.maxConnectionAgeMs, 'grpc.max_connection_age_grace_ms': config.maxConnectionAgeGraceMs ?? 10_000 }
     : undefined;
-  const downstream = new DownstreamServer({ hub, metrics, logger, hasDefaultUpstream: config.defaultUpstream !== null, serverOptions });
+  const downstream = new DownstreamServer({
+    hub,
+    metrics,
+    logger,
+    hasDefaultUpstream: config.defaultUpstream !== null,
+    serverOptions: { ...security.serverOptions, ...serverOptions },
+    credentials: security.credentials,
+    onBound: (server) => security.onBound(server),
+  });
   const port = await downstream.listen(config.listen).catch(async (err: unknown) => {
+    security.close();
+    policy?.close();
     hub?.close();
     await ownedStore?.close();
     throw err;
@@ -136,14 +179,20 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
   metrics.addCollector(() => refreshRelayGauges(parts));
 
   let admin: AdminServer | undefined;
+  let adminAccess: AdminAccess | undefined;
   let adminPort: number | null = null;
   if (config.admin) {
     const addr = splitHostPort(config.admin);
     try {
       if (!addr) throw new Error(`--admin ${config.admin}: expected HOST:PORT`);
-      admin = registerAdminRoutes(new AdminServer(logger), parts);
+      adminAccess = new AdminAccess(config.security?.adminTokenFile ?? null, { logger, metrics: metrics.security });
+      const access = adminAccess;
+      admin = registerAdminRoutes(new AdminServer(logger, (req, path) => access.check(req, path)), parts);
       adminPort = await admin.listen(addr.host, addr.port);
     } catch (err) {
+      adminAccess?.close();
+      security.close();
+      policy?.close();
       await downstream.shutdown(0);
       hub.close();
       await ownedStore?.close();
@@ -183,6 +232,8 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
       listening = false;
       const shutdownGraceMs = config.shutdownGraceMs ?? 5000;
       logger.info({ streams: downstream.streams.size, graceMs: shutdownGraceMs }, 'shutting down: no new streams, sending clients away');
+      security.close();
+      policy?.close();
       const { streams, forced } = await downstream.shutdown(shutdownGraceMs);
       for (const u of upstreams.values()) u.close();
       stopWarmEviction?.();
@@ -190,8 +241,9 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
       // The shared store flushes its pending writes (bounded by its own write deadline).
       await shared?.close();
       await admin?.close();
+      adminAccess?.close();
       logger.info({ streams, forced, ms: Date.now() - t0 }, 'shutdown complete');
     })());
 
-  return { port, adminPort, metrics, logger, drain, stop };
+  return { port, adminPort, metrics, logger, authorizer, drain, stop };
 }

@@ -13,6 +13,10 @@ export interface DownstreamServerOptions {
   hasDefaultUpstream: boolean;
   /** Extra grpc-js server options (e.g. max connection age). */
   serverOptions?: grpc.ServerOptions;
+  /** TLS / mTLS (security/downstream.ts); default plaintext. */
+  credentials?: grpc.ServerCredentials;
+  /** Called once bound, before any connection is accepted (connection limits attach here). */
+  onBound?: (server: grpc.Server) => void;
 }
 
 /** The delta-ADS server clients connect to. */
@@ -84,7 +88,16 @@ export class DownstreamServer {
   /** Binds `host:port`; resolves with the bound port. */
   listen(address: string): Promise<number> {
     return new Promise((resolve, reject) => {
-      this.server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port)));
+      this.server.bindAsync(address, this.opts.credentials ?? grpc.ServerCredentials.createInsecure(), (err, port) => {
+        if (err) return reject(err);
+        try {
+          this.opts.onBound?.(this.server);
+        } catch (hookErr) {
+          this.server.forceShutdown();
+          return reject(hookErr as Error);
+        }
+        resolve(port);
+      });
     });
   }
 

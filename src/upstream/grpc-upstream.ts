@@ -5,6 +5,7 @@ import type { RelayMetrics } from '../metrics';
 import { DeltaAdsClient, openDeltaStream } from '../proto/ads-service';
 import { scanDeltaResponse } from '../proto/delta-response';
 import { deltaRequestCodec, type DeltaDiscoveryRequest, type Node } from '../proto/messages';
+import { insecureChannel, type ChannelSetup } from '../security/tls';
 import { Backoff } from './backoff';
 
 export type UpstreamState = 'idle' | 'connecting' | 'ready' | 'backoff' | 'closed';
@@ -32,6 +33,8 @@ export interface GrpcUpstreamOptions {
   batchMs?: number;
   connectTimeoutMs?: number;
   backoff?: Backoff;
+  /** Credentials and channel options per target (security/upstream-channels.ts); default plaintext. */
+  channelFor?: (target: string) => ChannelSetup;
 }
 
 type Stream = grpc.ClientDuplexStream<Buffer, Buffer>;
@@ -213,11 +216,13 @@ export class GrpcUpstream implements UpstreamPort {
       if (this.state === 'closed') return;
       this.currentTarget = target;
       this.setState('connecting');
-      const client = new DeltaAdsClient(target, grpc.credentials.createInsecure(), {
+      const channel = (this.opts.channelFor ?? insecureChannel)(target);
+      const client = new DeltaAdsClient(target, channel.credentials, {
         'grpc.keepalive_time_ms': 30_000,
         'grpc.keepalive_timeout_ms': 10_000,
         'grpc.max_receive_message_length': 64 * 1024 * 1024,
         'grpc.initial_reconnect_backoff_ms': 200,
+        ...channel.options,
       });
       try {
         await awaitReady(client, this.connectTimeoutMs);
