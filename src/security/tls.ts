@@ -188,9 +188,13 @@ class ReloadingCertificateProvider implements grpc.experimental.CertificateProvi
     return this.material.ca ? { caCertificate: this.material.ca } : null;
   }
 
+  // The first update goes out on the next tick: grpc-js registers its own
+  // watcher only after adding these listeners, and would miss a synchronous one.
   addIdentityCertificateListener(listener: IdentityListener): void {
     this.identityListeners.add(listener);
-    listener(this.identityUpdate());
+    process.nextTick(() => {
+      if (this.identityListeners.has(listener)) listener(this.identityUpdate());
+    });
   }
 
   removeIdentityCertificateListener(listener: IdentityListener): void {
@@ -199,7 +203,9 @@ class ReloadingCertificateProvider implements grpc.experimental.CertificateProvi
 
   addCaCertificateListener(listener: CaListener): void {
     this.caListeners.add(listener);
-    listener(this.caUpdate());
+    process.nextTick(() => {
+      if (this.caListeners.has(listener)) listener(this.caUpdate());
+    });
   }
 
   removeCaCertificateListener(listener: CaListener): void {
