@@ -36,6 +36,8 @@ export interface ConnectionLimits {
   maxConnectionsPerPeer: number;
   /** Minimum spacing of client PINGs in ms (0 = not enforced). */
   minPingIntervalMs: number;
+  /** TLS handshake deadline in ms (default HANDSHAKE_TIMEOUT_MS; not a flag). */
+  handshakeTimeoutMs?: number;
 }
 
 /** Consecutive too-early PINGs tolerated (gRPC's own servers use 2). */
@@ -84,6 +86,8 @@ export class ConnectionGuard {
   private readonly attached = new WeakSet<AnyHttp2Server>();
   private readonly open = new Map<string, Connection>();
   private readonly perPeer = new Map<string, number>();
+  /** Sessions already being closed for abuse (their remaining frames are ignored). */
+  private readonly cut = new WeakSet<http2.ServerHttp2Session>();
   private readonly log: Logger;
   private closed = false;
 
@@ -131,7 +135,7 @@ export class ConnectionGuard {
     const conn: Connection = {
       socket,
       peer,
-      handshakeTimer: setTimeout(() => this.cutSocket(conn, 'handshake_timeout'), HANDSHAKE_TIMEOUT_MS),
+      handshakeTimer: setTimeout(() => this.cutSocket(conn, 'handshake_timeout'), this.limits.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS),
     };
     conn.handshakeTimer!.unref();
     this.open.set(key, conn);
@@ -182,16 +186,15 @@ export class ConnectionGuard {
     const resets = new TokenBucket(RESETS_PER_SECOND, RESET_BURST);
     session.on('stream', (stream: http2.ServerHttp2Stream) => {
       stream.once('close', () => {
-        if (stream.rstCode !== undefined && stream.rstCode !== http2.constants.NGHTTP2_NO_ERROR && !resets.take()) {
-          cut('rapid_reset');
-          return;
-        }
-        // grpc-js refuses a message announced above the receive limit as soon as
-        // its 5-byte prefix arrives; a client doing that is not confused, it is probing.
+        if (stream.rstCode !== undefined && stream.rstCode !== http2.constants.NGHTTP2_NO_ERROR && !resets.take()) cut('rapid_reset');
+      });
+      // Our side is done (status sent). grpc-js refuses a message announced above
+      // the receive limit as soon as its 5-byte prefix arrives; a client doing
+      // that is not confused, it is probing, and may keep its half open forever.
+      stream.once('finish', () => {
         const trailers = stream.sentTrailers ?? stream.sentHeaders;
-        const status = trailers?.['grpc-status'];
         const message = trailers?.['grpc-message'];
-        if (String(status) === GRPC_RESOURCE_EXHAUSTED && typeof message === 'string' && /larger(%20| )than(%20| )max/i.test(message)) {
+        if (String(trailers?.['grpc-status']) === GRPC_RESOURCE_EXHAUSTED && typeof message === 'string' && /larger(%20| )than(%20| )max/i.test(message)) {
           cut('oversized_message');
         }
       });
@@ -199,7 +202,8 @@ export class ConnectionGuard {
   }
 
   private cutSession(session: http2.ServerHttp2Session, peer: string, reason: CutReason): void {
-    if (session.destroyed || session.closed) return;
+    if (session.destroyed || this.cut.has(session)) return;
+    this.cut.add(session);
     this.deps.metrics.connectionsCut.inc({ reason });
     this.log.warn({ peer, reason }, 'connection closed: HTTP/2 abuse');
     try {
