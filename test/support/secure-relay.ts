@@ -64,7 +64,8 @@ export interface SecureRelayOptions {
   /** An origin to relay (default: a plaintext TestOrigin started here) and the authority's own TLS settings. */
   origin?: TestOrigin;
   authority?: Omit<AuthoritySpec, 'name' | 'uris'>;
-  admin?: boolean;
+  /** Start the admin server: true = 127.0.0.1:0, or a HOST:PORT. */
+  admin?: boolean | string;
 }
 
 export async function withSecureRelay(opts: SecureRelayOptions, body: (env: SecureRelayEnv) => Promise<void>): Promise<void> {
@@ -78,7 +79,7 @@ export async function withSecureRelay(opts: SecureRelayOptions, body: (env: Secu
     Object.assign(security.limits, opts.limits);
     const config: RelayConfig = {
       listen: '127.0.0.1:0',
-      admin: opts.admin ? '127.0.0.1:0' : null,
+      admin: typeof opts.admin === 'string' ? opts.admin : opts.admin ? '127.0.0.1:0' : null,
       authorities,
       defaultUpstream: null,
       unsubscribeGraceMs: 0,
