@@ -64,6 +64,8 @@ export interface SecureRelayOptions {
   /** An origin to relay (default: a plaintext TestOrigin started here) and the authority's own TLS settings. */
   origin?: TestOrigin;
   authority?: Omit<AuthoritySpec, 'name' | 'uris'>;
+  /** More authorities beside `a`. */
+  extraAuthorities?: AuthoritySpec[];
   /** Start the admin server: true = 127.0.0.1:0, or a HOST:PORT. */
   admin?: boolean | string;
 }
@@ -74,7 +76,7 @@ export async function withSecureRelay(opts: SecureRelayOptions, body: (env: Secu
   const clients: DeltaClient[] = [];
   let relay: RunningRelay | undefined;
   try {
-    const authorities: AuthoritySpec[] = [{ name: 'a', uris: [origin.uri], ...opts.authority }];
+    const authorities: AuthoritySpec[] = [{ name: 'a', uris: [origin.uri], ...opts.authority }, ...(opts.extraAuthorities ?? [])];
     const security = securitySettings(opts.security ?? {}, authorities);
     Object.assign(security.limits, opts.limits);
     const config: RelayConfig = {
