@@ -8,6 +8,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -221,4 +222,25 @@ test('server-name verifies an upstream certificate whose name differs from the a
   } finally {
     await origin.stop();
   }
+});
+
+test('the debug client (npm run xds) reaches an mTLS relay with --ca, --cert, --key and --server-name', T, async () => {
+  const security = { tlsCert: relayCert.cert, tlsKey: relayCert.key, tlsClientCa: pki.caCert };
+  await withSecureRelay({ security }, async ({ origin, address }) => {
+    origin.setResource(LISTENER, NAME, 'payload', 'v1');
+    const tool = path.resolve(__dirname, '..', 'src', 'tools', 'xds-client.js');
+    const args = [tool, 'subscribe', NAME, '--server', address, '--raw', '--compact', '--count', '1'];
+    // Asynchronously: the relay runs in this process.
+    const run = (extra: string[]): Promise<{ code: number; stdout: string; stderr: string }> =>
+      new Promise((resolve) =>
+        execFile(process.execPath, [...args, ...extra], { timeout: 15_000 }, (err, stdout, stderr) =>
+          resolve({ code: err ? Number((err as { code?: unknown }).code ?? 1) : 0, stdout, stderr }),
+        ),
+      );
+    const ok = await run(['--ca', pki.caCert, '--cert', clientCert.cert, '--key', clientCert.key, '--server-name', 'localhost', '--timeout', '10000']);
+    assert.equal(ok.code, 0, ok.stderr);
+    assert.match(ok.stdout, /"version":"v1"/);
+    const noCert = await run(['--ca', pki.caCert, '--server-name', 'localhost', '--timeout', '3000']);
+    assert.notEqual(noCert.code, 0, 'refused without a client certificate');
+  });
 });
