@@ -98,11 +98,6 @@ export class ConnectionGuard {
     this.log = deps.logger.child({ component: 'connections' });
   }
 
-  /** Open downstream connections. */
-  get connections(): number {
-    return this.open.size;
-  }
-
   /** Starts guarding every listener of a bound grpc.Server (call right after bindAsync succeeds). */
   attach(server: grpc.Server): void {
     for (const h2 of http2ServersOf(server)) {
@@ -111,7 +106,10 @@ export class ConnectionGuard {
       // First in line: a refused connection never reaches TLS or HTTP/2.
       h2.prependListener('connection', (socket: net.Socket) => this.onConnection(socket));
       h2.on('session', (session: http2.ServerHttp2Session) => this.onSession(session));
-      h2.on('tlsClientError', () => this.deps.metrics.tlsHandshakeFailures.inc());
+      // A hang-up before any handshake (a refused connection, a port scan) is not a failed handshake.
+      h2.on('tlsClientError', (err: NodeJS.ErrnoException) => {
+        if (err.code !== 'ECONNRESET') this.deps.metrics.tlsHandshakeFailures.inc();
+      });
     }
   }
 

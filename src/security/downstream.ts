@@ -10,15 +10,12 @@ import type { RelayMetrics } from '../metrics';
 import type { SecuritySettings } from './config';
 import { ConnectionGuard } from './connection-guard';
 import { DEFAULT_LIMITS } from './limits';
-import { createDownstreamTls, type DownstreamTls } from './tls';
+import { createDownstreamTls } from './tls';
 
 export interface DownstreamSecurity {
   readonly credentials: grpc.ServerCredentials;
   /** grpc-js server options: max concurrent streams, idle timeout. */
   readonly serverOptions: grpc.ServerOptions;
-  readonly guard: ConnectionGuard;
-  /** Null when serving plaintext. */
-  readonly tls: DownstreamTls | null;
   /** Call once the grpc.Server is bound: starts the connection limits and abuse checks. */
   onBound(server: grpc.Server): void;
   /** Stops the file watchers and admitting connections. */
@@ -27,14 +24,13 @@ export interface DownstreamSecurity {
 
 export function createDownstreamSecurity(
   settings: SecuritySettings | undefined,
-  deps: { logger: Logger; metrics: RelayMetrics; tlsReloadIntervalMs?: number },
+  deps: { logger: Logger; metrics: RelayMetrics },
 ): DownstreamSecurity {
   const limits = settings?.limits ?? DEFAULT_LIMITS;
   const sec = deps.metrics.security;
   const tls = settings?.tls
     ? createDownstreamTls(settings.tls, {
         logger: deps.logger,
-        reloadIntervalMs: deps.tlsReloadIntervalMs,
         onReload: (result) => sec.reloads.inc({ file: 'tls', result }),
       })
     : null;
@@ -44,8 +40,6 @@ export function createDownstreamSecurity(
   return {
     credentials: tls?.credentials ?? grpc.ServerCredentials.createInsecure(),
     serverOptions,
-    guard,
-    tls,
     onBound: (server) => guard.attach(server),
     close: () => {
       guard.close();

@@ -160,11 +160,6 @@ class ReloadingCertificateProvider implements grpc.experimental.CertificateProvi
     return this.material.leaf;
   }
 
-  /** Checks the files now (tests; the poller does it every interval). */
-  poll(): void {
-    this.poller.poll();
-  }
-
   private reload(contents: Buffer[]): void {
     let next: IdentityMaterial;
     try {
@@ -219,10 +214,7 @@ class ReloadingCertificateProvider implements grpc.experimental.CertificateProvi
 
 export interface DownstreamTls {
   readonly credentials: grpc.ServerCredentials;
-  /** The certificate currently served. */
-  readonly certificate: X509Certificate;
-  /** Re-reads the files now instead of at the next poll. */
-  reload(): void;
+  /** Stops watching the files. */
   close(): void;
 }
 
@@ -260,14 +252,7 @@ export function createDownstreamTls(
   // grpc-js names these parameters (caProvider, identityProvider) but passes them
   // on as (identity, ca): the identity provider goes first.
   const credentials = grpc.experimental.createCertificateProviderServerCredentials(provider, mtls ? provider : null, mtls);
-  return {
-    credentials,
-    get certificate() {
-      return provider.leaf;
-    },
-    reload: () => provider.poll(),
-    close: () => provider.close(),
-  };
+  return { credentials, close: () => provider.close() };
 }
 
 interface UpstreamTlsMaterial {
