@@ -11,7 +11,12 @@ import * as net from 'node:net';
 import type { DeltaClient } from './support/delta-client';
 import { LISTENER, xdstp } from './support/names';
 import type { TestOrigin } from './support/origin';
-import { RawH2, grpcMessage } from './support/raw-h2';
+import * as grpc from '@grpc/grpc-js';
+import pino from 'pino';
+import { RelayMetrics } from '../src/metrics';
+import { ConnectionGuard, OVERSIZE_CUT_FACTOR } from '../src/security/connection-guard';
+import { DEFAULT_LIMITS } from '../src/security/limits';
+import { FRAME, RawH2, grpcMessage } from './support/raw-h2';
 import { TestPki, opensslSkip } from './support/certs';
 import { withSecureRelay, type SecureRelayEnv } from './support/secure-relay';
 import { sleep } from './support/wait';
@@ -211,4 +216,57 @@ test('a TLS connection that never completes its handshake is closed', { ...T, sk
   } finally {
     pki.cleanup();
   }
+});
+
+/** A bare grpc-js server with a 1 KiB receive limit and an echo method, guarded like the relay's listener. */
+async function withGuardedEcho(body: (port: number, metrics: RelayMetrics) => Promise<void>): Promise<void> {
+  const metrics = new RelayMetrics({ defaultMetrics: false });
+  const server = new grpc.Server({ 'grpc.max_receive_message_length': 1024 });
+  server.register(
+    '/test.Echo/Echo',
+    (call: grpc.ServerDuplexStream<Buffer, Buffer>) => {
+      call.on('data', (b: Buffer) => call.write(b));
+      call.on('error', () => {});
+    },
+    (b: Buffer) => b,
+    (b: Buffer) => b,
+    'bidi',
+  );
+  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  const guard = new ConnectionGuard(DEFAULT_LIMITS, { logger: pino({ level: 'silent' }), metrics: metrics.security });
+  guard.attach(server);
+  try {
+    await body(port, metrics);
+  } finally {
+    guard.close();
+    server.forceShutdown();
+  }
+}
+
+const END_STREAM = 0x1;
+
+test('a message announced slightly above the receive limit ends only its stream; the connection keeps working', T, async () => {
+  await withGuardedEcho(async (port, metrics) => {
+    const conn = await RawH2.connect(port);
+    const over = conn.openStream('/test.Echo/Echo');
+    conn.sendData(over, grpcMessage(Buffer.alloc(0), 2048));
+    await conn.waitUntilFrame((f) => f.type === FRAME.HEADERS && f.streamId === over && (f.flags & END_STREAM) !== 0, 'the refusal (trailers) on that stream');
+    const next = conn.openStream('/test.Echo/Echo');
+    conn.sendData(next, grpcMessage(Buffer.from('still here')));
+    await conn.waitUntilFrame((f) => f.type === FRAME.DATA && f.streamId === next, 'the echo on a second stream');
+    assert.equal(conn.closed, false);
+    assert.equal((await metrics.security.limitExceeded.get()).values.find((v) => v.labels.limit === 'request_size')?.value, 1);
+    assert.equal((await metrics.security.connectionsCut.get()).values.length, 0);
+    conn.close();
+  });
+});
+
+test(`a message announced at ${OVERSIZE_CUT_FACTOR}× the receive limit or more closes its connection`, T, async () => {
+  await withGuardedEcho(async (port, metrics) => {
+    const conn = await RawH2.connect(port);
+    const probe = conn.openStream('/test.Echo/Echo');
+    conn.sendData(probe, grpcMessage(Buffer.alloc(0), OVERSIZE_CUT_FACTOR * 1024));
+    await conn.waitClosed();
+    assert.equal((await metrics.security.connectionsCut.get()).values.find((v) => v.labels.reason === 'oversized_message')?.value, 1);
+  });
 });

@@ -16,7 +16,8 @@
  *   has its own, much looser, rapid-reset limit.)
  * - A stream that announced a message above the receive limit was already
  *   refused by grpc-js with RESOURCE_EXHAUSTED before a byte of it was
- *   buffered; its connection is then closed too.
+ *   buffered (counted as limit `request_size`); one announced at
+ *   OVERSIZE_CUT_FACTOR times the limit or more also costs its connection.
  *
  * grpc-js has no public hook for its HTTP/2 sessions, so `attach` reads the
  * server's `http2Servers` (one private field, checked at run time; a grpc-js
@@ -55,7 +56,26 @@ export type CutReason = 'ping_flood' | 'settings_flood' | 'rapid_reset' | 'overs
 
 const GRPC_RESOURCE_EXHAUSTED = '8';
 
+/** A message announced at this many times the receive limit or more closes its connection. */
+export const OVERSIZE_CUT_FACTOR = 4;
+
 type AnyHttp2Server = http2.Http2Server | http2.Http2SecureServer;
+
+const OVERSIZE = /^Received message larger than max \((\d+) vs (\d+)\)/;
+
+/** The announced size and the limit, when these response headers/trailers are grpc-js's refusal of an oversized message. */
+function oversizeRefusal(headers: http2.OutgoingHttpHeaders | undefined): { size: number; limit: number } | undefined {
+  const message = headers?.['grpc-message'];
+  if (String(headers?.['grpc-status']) !== GRPC_RESOURCE_EXHAUSTED || typeof message !== 'string') return undefined;
+  let text: string;
+  try {
+    text = decodeURI(message); // grpc-js sends encodeURI(details)
+  } catch {
+    return undefined;
+  }
+  const m = OVERSIZE.exec(text);
+  return m ? { size: Number(m[1]), limit: Number(m[2]) } : undefined;
+}
 
 /** grpc-js's HTTP/2 servers behind a bound grpc.Server (see the module comment). */
 function http2ServersOf(server: grpc.Server): AnyHttp2Server[] {
@@ -187,14 +207,14 @@ export class ConnectionGuard {
         if (stream.rstCode !== undefined && stream.rstCode !== http2.constants.NGHTTP2_NO_ERROR && !resets.take()) cut('rapid_reset');
       });
       // Our side is done (status sent). grpc-js refuses a message announced above
-      // the receive limit as soon as its 5-byte prefix arrives; a client doing
-      // that is not confused, it is probing, and may keep its half open forever.
+      // the receive limit as soon as its 5-byte prefix arrives, ending that stream
+      // only; an announcement of several times the limit is no mistake but a probe,
+      // and the connection goes too.
       stream.once('finish', () => {
-        const trailers = stream.sentTrailers ?? stream.sentHeaders;
-        const message = trailers?.['grpc-message'];
-        if (String(trailers?.['grpc-status']) === GRPC_RESOURCE_EXHAUSTED && typeof message === 'string' && /larger(%20| )than(%20| )max/i.test(message)) {
-          cut('oversized_message');
-        }
+        const declared = oversizeRefusal(stream.sentTrailers ?? stream.sentHeaders);
+        if (declared === undefined) return;
+        this.deps.metrics.limitExceeded.inc({ limit: 'request_size' });
+        if (declared.size >= OVERSIZE_CUT_FACTOR * declared.limit) cut('oversized_message');
       });
     });
   }

@@ -8,7 +8,7 @@ import * as client from 'prom-client';
 export class SecurityMetrics {
   /** Phase 2 (the hub's join check): subscriptions the policy refused. */
   readonly deniedSubscriptions: client.Counter<'authority'>;
-  /** Per-stream limits hit (phase 2): subscriptions_per_stream, name_length, subscription_rate. */
+  /** Per-stream limits hit: request_size (ConnectionGuard); subscriptions_per_stream, name_length, subscription_rate (phase 2). */
   readonly limitExceeded: client.Counter<'limit'>;
   readonly connectionsRefused: client.Counter<'reason'>;
   readonly connectionsCut: client.Counter<'reason'>;
