@@ -141,6 +141,7 @@ test('TLS needs both --tls-cert and --tls-key; --tls-client-ca needs TLS', () =>
   assert.match(problems({ tlsKey: '/x.key' }).join(), /both --tls-cert and --tls-key/);
   assert.match(problems({ tlsClientCa: '/ca.crt' }).join(), /mTLS\) need TLS/);
   assert.match(problems({ upstreamTlsCert: '/c.crt' }).join(), /give both --upstream-tls-cert and --upstream-tls-key/);
+  assert.match(problems({ upstreamTlsCa: '/nonexistent/ca.crt' }).join(), /CA \/nonexistent\/ca\.crt: no such file/, 'checked even with no grpcs:// authority');
 });
 
 test('limit flags have defaults, take 0 where it means off, and bad values are named by flag', () => {

@@ -120,7 +120,8 @@ export function checkSecurity(
     a.tls = mergeUpstreamTls(own, defaults);
     checkUpstream(a.tls, own && (own.caFile || own.certFile || own.keyFile) ? `authority.${a.name}` : 'upstream-tls');
   }
-  if (defaultUpstream?.some(isTls)) checkUpstream(defaults, 'upstream-tls');
+  // The flags are checked even where no grpcs:// server uses them (yet): a wrong path is wrong.
+  if (defaultUpstream?.some(isTls) || Object.keys(defaults).length > 0) checkUpstream(defaults, 'upstream-tls');
 
   const policyFile = optionalString('policy', raw.policy, problems) ?? null;
   if (policyFile) {
