@@ -9,6 +9,7 @@ import { examplesAuthority, examplesHint } from './examples';
 import { createLogger, LOG_LEVELS } from './log';
 import { defaultNodeId, startRelay } from './relay';
 import { runStatus, statusOptions, statusOptionsOf } from './status';
+import { DEFAULT_LIMITS, LIMIT_FLAGS } from './security/limits';
 import { rebaseConfigFileUris } from './upstream/uri';
 import {
   isValidateInvocation,
@@ -55,6 +56,21 @@ function parseArgs(argv: string[], strict = true) {
     .option('max-connection-age-grace', { type: 'number', default: DEFAULTS.maxConnectionAgeGraceMs, describe: 'ms a stream may stay open after that GOAWAY before its connection is closed' })
     .option('max-response-bytes', { type: 'number', default: DEFAULTS.maxResponseBytes, describe: 'No response to a client (and no request upstream) exceeds this; larger sets are split' })
     .option('max-request-bytes', { type: 'number', default: DEFAULTS.maxRequestBytes, describe: 'A larger client request ends that stream with RESOURCE_EXHAUSTED' })
+        // Security (README "Security"): TLS both ways, authorization, admin token.
+    .option('tls-cert', { type: 'string', describe: 'Serve clients over TLS with this PEM certificate (chain); reloaded when the file changes' })
+    .option('tls-key', { type: 'string', describe: 'PEM private key of --tls-cert' })
+    .option('tls-client-ca', { type: 'string', describe: 'Require client certificates signed by this PEM CA (mTLS); identities come from them' })
+    .option('upstream-tls-ca', { type: 'string', describe: 'PEM CA that grpcs:// upstream servers are verified against (default: the system roots)' })
+    .option('upstream-tls-cert', { type: 'string', describe: 'PEM client certificate presented to grpcs:// upstreams (config file: per authority)' })
+    .option('upstream-tls-key', { type: 'string', describe: 'PEM private key of --upstream-tls-cert' })
+    .option('upstream-tls-server-name', { type: 'string', describe: 'Name grpcs:// upstream certificates are verified against instead of the address host' })
+    .option('policy', { type: 'string', describe: 'Authorization policy (YAML or JSON): who may subscribe to which authorities; reloaded when it changes' })
+    .option('admin-token', { type: 'string', describe: 'File with a bearer token required by POST /drain, POST /log-level and /debug/* (else: loopback callers only)' })
+    .options(
+      Object.fromEntries(
+        LIMIT_FLAGS.map(({ flag, key, describe }) => [flag, { type: 'number' as const, default: DEFAULT_LIMITS[key], describe: `Limit: ${describe}` }]),
+      ),
+    )
     .option('validate', { type: 'boolean', describe: 'Check the configuration, print every problem, exit (also: xdstp-relay validate --config FILE)' })
     // Benchmark ablation only (bench/ scenario 2): `--no-share-responses` encodes every client's response separately.
     .option('share-responses', { type: 'boolean', default: true, hidden: true, describe: 'Share one encoding among clients that get identical responses' })
@@ -149,6 +165,24 @@ async function main(): Promise<void> {
     maxConnectionAgeGrace: args['max-connection-age-grace'],
     maxResponseBytes: args['max-response-bytes'],
     maxRequestBytes: args['max-request-bytes'],
+    tlsCert: args['tls-cert'],
+    tlsKey: args['tls-key'],
+    tlsClientCa: args['tls-client-ca'],
+    upstreamTlsCa: args['upstream-tls-ca'],
+    upstreamTlsCert: args['upstream-tls-cert'],
+    upstreamTlsKey: args['upstream-tls-key'],
+    upstreamTlsServerName: args['upstream-tls-server-name'],
+    policy: args.policy,
+    adminToken: args['admin-token'],
+    maxConcurrentStreams: args['max-concurrent-streams'],
+    maxConnections: args['max-connections'],
+    maxConnectionsPerPeer: args['max-connections-per-peer'],
+    minPingInterval: args['min-ping-interval'],
+    maxConnectionIdle: args['max-connection-idle'],
+    maxSubscriptionsPerStream: args['max-subscriptions-per-stream'],
+    maxNameLength: args['max-name-length'],
+    subscriptionRate: args['subscription-rate'],
+    subscriptionBurst: args['subscription-burst'],
   };
   // No upstream configured anywhere (flags, env, config file): serve the bundled examples.
   const bundled = args.authority === undefined && args['default-upstream'] === undefined && args.config === undefined;

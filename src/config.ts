@@ -18,13 +18,17 @@ export const DEFAULTS = {
   maxResponseBytes: 4 * 1024 * 1024,
   maxRequestBytes: 16 * 1024 * 1024,
 } as const;
+import { checkSecurity, type SecuritySettings } from './security/config';
+import type { UpstreamTlsSpec } from './security/tls';
 
 /** One upstream authority: its name and the ordered list of servers that speak for it. */
 export interface AuthoritySpec {
   /** The xdstp authority, e.g. `some-authority`. */
   name: string;
-  /** Server URIs in failover order: `grpc://host:port` or `file://DIR`. */
+  /** Server URIs in failover order: `grpc://host:port`, `grpcs://host:port` or `file://DIR`. */
   uris: string[];
+  /** TLS for its `grpcs://` servers (the authority's own settings over the `--upstream-tls-*` defaults). */
+  tls?: UpstreamTlsSpec;
 }
 
 export interface RelayConfig {
@@ -54,6 +58,8 @@ export interface RelayConfig {
   maxResponseBytes?: number;
   /** A client request larger than this ends its stream with RESOURCE_EXHAUSTED (default 16 MiB). */
   maxRequestBytes?: number;
+  /** TLS, authorization policy, admin token and limits (src/security/config.ts); absent = plaintext, no policy, default limits. */
+  security?: SecuritySettings;
 }
 
 export interface RedisSettings {
@@ -96,6 +102,24 @@ export interface RawOptions {
   maxConnectionAgeGrace?: unknown;
   maxResponseBytes?: unknown;
   maxRequestBytes?: unknown;
+  tlsCert?: unknown;
+  tlsKey?: unknown;
+  tlsClientCa?: unknown;
+  upstreamTlsCa?: unknown;
+  upstreamTlsCert?: unknown;
+  upstreamTlsKey?: unknown;
+  upstreamTlsServerName?: unknown;
+  policy?: unknown;
+  adminToken?: unknown;
+  maxConcurrentStreams?: unknown;
+  maxConnections?: unknown;
+  maxConnectionsPerPeer?: unknown;
+  minPingInterval?: unknown;
+  maxConnectionIdle?: unknown;
+  maxSubscriptionsPerStream?: unknown;
+  maxNameLength?: unknown;
+  subscriptionRate?: unknown;
+  subscriptionBurst?: unknown;
 }
 
 /** Hides the password of a connection string in messages. */
@@ -207,10 +231,38 @@ function checkUris(path: string, list: string, problems: ConfigError[]): string[
   return uris;
 }
 
-/** Accepts `NAME=URI[,URI…]` strings (repeatable) or a `{ NAME: URI | [URI…] }` map. */
+/** Keys of the config-file form `NAME: { servers: [...], ca, cert, key, server-name }`. */
+const AUTHORITY_OBJECT_KEYS: Record<string, keyof UpstreamTlsSpec | 'servers'> = {
+  servers: 'servers',
+  ca: 'caFile',
+  cert: 'certFile',
+  key: 'keyFile',
+  'server-name': 'serverName',
+};
+
+/** `{ servers, ca, cert, key, server-name }` → its URIs and TLS settings. */
+function parseAuthorityObject(path: string, v: Record<string, unknown>, problems: ConfigError[]): { uris: unknown; tls: UpstreamTlsSpec } {
+  const tls: UpstreamTlsSpec = {};
+  for (const [k, value] of Object.entries(v)) {
+    const field = AUTHORITY_OBJECT_KEYS[k];
+    if (field === undefined) {
+      problems.push(new ConfigError(`${path}.${k}`, `unknown key (expected ${Object.keys(AUTHORITY_OBJECT_KEYS).join(', ')})`));
+    } else if (field !== 'servers') {
+      if (typeof value !== 'string' || value.trim() === '') problems.push(new ConfigError(`${path}.${k}`, `expected a ${k === 'server-name' ? 'name' : 'file path'}`));
+      else tls[field] = value.trim();
+    }
+  }
+  if (v.servers === undefined) problems.push(new ConfigError(`${path}.servers`, 'missing: the list of grpc:// or grpcs:// server URIs'));
+  return { uris: v.servers, tls };
+}
+
+/**
+ * Accepts `NAME=URI[,URI…]` strings (repeatable) or a map whose values are a
+ * URI, a list of URIs, or `{ servers: [URI…], ca, cert, key, server-name }`.
+ */
 function parseAuthorities(raw: unknown, problems: ConfigError[]): AuthoritySpec[] {
   const out: AuthoritySpec[] = [];
-  const add = (path: string, name: string, uris: string): void => {
+  const add = (path: string, name: string, uris: string, tls?: UpstreamTlsSpec): void => {
     if (!AUTHORITY_NAME.test(name)) {
       problems.push(new ConfigError(path, `authority name "${name}" may not contain whitespace, / ? # = or ,`));
       return;
@@ -219,7 +271,14 @@ function parseAuthorities(raw: unknown, problems: ConfigError[]): AuthoritySpec[
       problems.push(new ConfigError(path, `authority "${name}" is configured twice`));
       return;
     }
-    out.push({ name, uris: checkUris(path, uris, problems) });
+    const spec: AuthoritySpec = { name, uris: checkUris(path, uris, problems) };
+    if (tls && Object.keys(tls).length > 0) {
+      if (!spec.uris.some((u) => /^grpcs:/i.test(u))) {
+        problems.push(new ConfigError(path, 'ca, cert, key and server-name apply to grpcs:// servers, and this authority has none'));
+      }
+      spec.tls = tls;
+    }
+    out.push(spec);
   };
   if (raw === undefined || raw === null) return out;
   const items = Array.isArray(raw) ? raw : [raw];
@@ -233,10 +292,14 @@ function parseAuthorities(raw: unknown, problems: ConfigError[]): AuthoritySpec[
       }
       add(path, item.slice(0, eq), item.slice(eq + 1));
     } else if (item && typeof item === 'object') {
-      for (const [name, uris] of Object.entries(item as Record<string, unknown>)) {
+      for (const [name, value] of Object.entries(item as Record<string, unknown>)) {
+        const where = `authority.${name}`;
+        let uris = value;
+        let tls: UpstreamTlsSpec | undefined;
+        if (value && typeof value === 'object' && !Array.isArray(value)) ({ uris, tls } = parseAuthorityObject(where, value as Record<string, unknown>, problems));
         const list = Array.isArray(uris) ? uris.join(',') : uris;
-        if (typeof list !== 'string') problems.push(new ConfigError(`authority.${name}`, 'expected a URI or a list of URIs'));
-        else add(`authority.${name}`, name, list);
+        if (typeof list !== 'string') problems.push(new ConfigError(where, 'expected a URI, a list of URIs, or { servers: [URI…], ca, cert, key, server-name }'));
+        else add(where, name, list, tls);
       }
     } else {
       problems.push(new ConfigError(path, `expected NAME=URI[,URI…], got ${JSON.stringify(item)}`));
@@ -286,6 +349,9 @@ export function validateOptions(raw: RawOptions, defaults: { nodeId: string }): 
   const maxRequestBytes = checkBytes('max-request-bytes', raw.maxRequestBytes, DEFAULTS.maxRequestBytes, 1024, problems);
   const redis = checkRedis(raw, problems);
   const connectionAge = checkConnectionAge(raw, problems);
+  const checked = checkSecurity(raw, authorities, defaultUpstream);
+  for (const p of checked.problems) problems.push(new ConfigError(p.path, p.message));
+  const security = checked.settings;
   if (problems.length > 0 || listen === undefined) return { problems };
   return {
     problems,
@@ -304,6 +370,7 @@ export function validateOptions(raw: RawOptions, defaults: { nodeId: string }): 
       maxConnectionAgeGraceMs: connectionAge.graceMs,
       maxResponseBytes,
       maxRequestBytes,
+      security,
     },
   };
 }

@@ -1,5 +1,6 @@
 import * as client from 'prom-client';
 import type { StatusSource } from './downstream/status-source';
+import { SecurityMetrics } from './security/metrics';
 
 const MAX_TYPE_LABELS = 32;
 
@@ -212,6 +213,9 @@ export class RelayMetrics {
     labelNames: ['version', 'nodejs'],
     registers: [this.registry],
   });
+
+  /** TLS, authorization, limits and abuse (src/security/metrics.ts). */
+  readonly security = new SecurityMetrics(this.registry);
 
   /** Refreshers of the gauges computed at scrape time (sizes, ratios, states). */
   private readonly collectors: Array<() => void> = [];

@@ -1,4 +1,5 @@
 import * as os from 'node:os';
+import { AdminAccess } from './admin/auth';
 import { refreshRelayGauges, registerAdminRoutes, type AdminParts } from './admin/routes';
 import { AdminServer } from './admin/server';
 import { splitHostPort } from './address';
@@ -18,6 +19,11 @@ import type { UpstreamPort, UpstreamSink, UpstreamStatus } from './upstream/type
 import { createLogger, type Logger } from './log';
 import { RelayMetrics } from './metrics';
 import type { Node } from './proto/messages';
+import { createDownstreamSecurity, type DownstreamSecurity } from './security/downstream';
+import { peerIdentity } from './security/identity';
+import { ALLOW_ALL, PolicyStore, type JoinAuthorizer } from './security/policy';
+import { upstreamChannels } from './security/upstream-channels';
+import type { UpstreamTlsSpec } from './security/tls';
 import { FileOrigin } from './upstream/file-origin';
 import { GrpcUpstream } from './upstream/grpc-upstream';
 import { parseUpstreamUri } from './upstream/uri';
@@ -27,6 +33,8 @@ export interface RunningRelay {
   readonly adminPort: number | null;
   readonly metrics: RelayMetrics;
   readonly logger: Logger;
+  /** The authorization policy in force (`--policy`), or allow-all. */
+  readonly authorizer: JoinAuthorizer;
   /** Flips /readyz to 503 and sends clients away gradually over `periodMs` (default: config.drainPeriodMs). */
   drain(periodMs?: number): Promise<DrainResult>;
   /**
@@ -75,7 +83,7 @@ interface UpstreamParts {
   maxRequestBytes: number;
 }
 
-function createUpstream(authority: string | null, uris: string[], parts: UpstreamParts): ManagedUpstream {
+function createUpstream(authority: string | null, uris: string[], tls: UpstreamTlsSpec | undefined, parts: UpstreamParts): ManagedUpstream {
   const { sink, node, metrics, logger, maxRequestBytes } = parts;
   const targets: string[] = [];
   for (const uri of uris) {
@@ -87,13 +95,29 @@ function createUpstream(authority: string | null, uris: string[], parts: Upstrea
     }
     targets.push(parsed.target);
   }
-  return new GrpcUpstream({ authority, targets, node, sink, logger, metrics, maxRequestBytes });
+  const channelFor = upstreamChannels(uris, tls, logger.child({ authority: authority ?? '(default)' }));
+  return new GrpcUpstream({ authority, targets, node, sink, logger, metrics, maxRequestBytes, channelFor });
 }
 
 /** Starts a relay: downstream server, upstreams, hub, cache and admin HTTP. */
 export async function startRelay(config: RelayConfig, options: RelayOptions = {}): Promise<RunningRelay> {
   const logger = options.logger ?? createLogger(config.logLevel);
   const metrics = options.metrics ?? new RelayMetrics();
+  // Files first (certificates, policy): a bad one stops the start before anything connects.
+  // --policy: the join check (the hub consults it per subscription); reloaded on change.
+  const policyFile = config.security?.policyFile;
+  const policy = policyFile
+    ? new PolicyStore(policyFile, { logger, onReload: (result) => metrics.security.reloads.inc({ file: 'policy', result }) })
+    : undefined;
+  const authorizer: JoinAuthorizer = policy ?? ALLOW_ALL;
+  // TLS / mTLS, connection limits and HTTP/2 abuse checks (src/security/downstream.ts).
+  let security: DownstreamSecurity;
+  try {
+    security = createDownstreamSecurity(config.security, { logger, metrics });
+  } catch (err) {
+    policy?.close();
+    throw err;
+  }
   const cache = new MemoryCache();
   // --redis / --redis-cluster: the shared tier (a store passed in by the caller wins).
   const ownedStore =
@@ -112,8 +136,8 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     onRejectedNames: (u, typeUrl, names) => engine?.onRejectedNames(u, typeUrl, names),
   };
   const upstreamParts: UpstreamParts = { sink, node, metrics, logger, maxRequestBytes: config.maxResponseBytes ?? DEFAULTS.maxResponseBytes };
-  for (const a of config.authorities) upstreams.set(a.name, createUpstream(a.name, a.uris, upstreamParts));
-  if (config.defaultUpstream) upstreams.set(null, createUpstream(null, config.defaultUpstream, upstreamParts));
+  for (const a of config.authorities) upstreams.set(a.name, createUpstream(a.name, a.uris, a.tls, upstreamParts));
+  if (config.defaultUpstream) upstreams.set(null, createUpstream(null, config.defaultUpstream, config.security?.defaultUpstreamTls, upstreamParts));
 
   const store = new ResourceStore({ memory: cache, shared, logger, metrics, onExpired: (keys) => engine?.onExpired(keys) });
   const hub = (engine = new SubscriptionEngine({
@@ -123,6 +147,9 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     metrics,
     logger,
     unsubscribeGraceMs: config.unsubscribeGraceMs,
+    authorizer: policy ? authorizer : undefined,
+    // The router only routes configured authorities, so the label stays bounded.
+    onDenied: (authority) => metrics.security.deniedSubscriptions.inc({ authority: authority ?? '(default)' }),
   }));
   // --max-connection-age: grpc-js sends GOAWAY after the age ±10 % (its own jitter), cuts the connection after the grace.
   const serverOptions = config.maxConnectionAgeMs
@@ -132,17 +159,34 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     engine: hub,
     metrics,
     logger,
-    serverOptions,
+    serverOptions: { ...security.serverOptions, ...serverOptions },
+    credentials: security.credentials,
+    onBound: (server) => security.onBound(server),
     maxResponseBytes: config.maxResponseBytes,
     maxRequestBytes: config.maxRequestBytes,
     shareResponses: options.shareResponses ?? true,
+    limits: config.security?.limits,
+    // A client is known by its verified certificate; by its node id only where the policy allows it.
+    identify: (call, nodeId) => peerIdentity(call, nodeId, authorizer.allowNodeIdIdentity),
   });
-  // Per-client config status: CSDS on the listen port, and the clients-by-status gauge.
+  // Per-client config status: CSDS on the listen port (only for identities the policy grants it), and the clients-by-status gauge.
   const statusSource = relayStatusSource({ streams: () => downstream.streams, engine: hub, upstreams: () => upstreams.values(), relayNode: node });
-  const csds = createCsdsService({ source: statusSource, logger });
+  const csds = createCsdsService({
+    source: statusSource,
+    logger,
+    authorize: policy ? (call, request) => authorizer.allowsCsds(peerIdentity(call, request.node?.id, authorizer.allowNodeIdIdentity)) : undefined,
+  });
   downstream.addService(csds.definition, csds.implementation);
   metrics.watchClientStatus(statusSource);
+  // A new policy withdraws what it no longer allows (the clients get removals).
+  policy?.on('change', () => {
+    for (const s of downstream.streams) s.reidentify();
+    const withdrawn = hub.reauthorize();
+    if (withdrawn > 0) logger.info({ withdrawn }, 'policy changed: subscriptions it denies were withdrawn');
+  });
   const port = await downstream.listen(config.listen).catch(async (err: unknown) => {
+    security.close();
+    policy?.close();
     hub.close();
     store.close();
     await ownedStore?.close();
@@ -165,14 +209,20 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
   metrics.addCollector(() => refreshRelayGauges(parts));
 
   let admin: AdminServer | undefined;
+  let adminAccess: AdminAccess | undefined;
   let adminPort: number | null = null;
   if (config.admin) {
     const addr = splitHostPort(config.admin);
     try {
       if (!addr) throw new Error(`--admin ${config.admin}: expected HOST:PORT`);
-      admin = registerAdminRoutes(new AdminServer(logger), parts);
+      adminAccess = new AdminAccess(config.security?.adminTokenFile ?? null, { logger, metrics: metrics.security });
+      const access = adminAccess;
+      admin = registerAdminRoutes(new AdminServer(logger, (req, path) => access.check(req, path)), parts);
       adminPort = await admin.listen(addr.host, addr.port);
     } catch (err) {
+      adminAccess?.close();
+      security.close();
+      policy?.close();
       await downstream.shutdown(0);
       hub.close();
       store.close();
@@ -212,6 +262,8 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
       listening = false;
       const shutdownGraceMs = config.shutdownGraceMs ?? DEFAULTS.shutdownGraceMs;
       logger.info({ streams: downstream.streams.size, graceMs: shutdownGraceMs }, 'shutting down: no new streams, sending clients away');
+      security.close();
+      policy?.close();
       const { streams, forced } = await downstream.shutdown(shutdownGraceMs);
       for (const u of upstreams.values()) u.close();
       stopWarmEviction?.();
@@ -220,8 +272,9 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
       // The shared store flushes its pending writes (bounded by its own write deadline).
       await shared?.close();
       await admin?.close();
+      adminAccess?.close();
       logger.info({ streams, forced, ms: Date.now() - t0 }, 'shutdown complete');
     })());
 
-  return { port, adminPort, metrics, logger, drain, stop };
+  return { port, adminPort, metrics, logger, authorizer, drain, stop };
 }

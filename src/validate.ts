@@ -56,7 +56,12 @@ export function reportValidation(
   });
   if (unique.length === 0 && config) {
     const upstreams = config.authorities.map((a) => a.name).concat(config.defaultUpstream ? ['(default)'] : []);
-    out.stdout.write(`xdstp-relay: ${source}: valid (listen ${config.listen}, admin ${config.admin ?? 'off'}, upstreams: ${upstreams.join(', ') || 'none'})\n`);
+    const sec = config.security;
+    const tls = !sec?.tls ? 'plaintext' : sec.tls.clientCaFile ? 'mTLS' : 'TLS';
+    out.stdout.write(
+      `xdstp-relay: ${source}: valid (listen ${config.listen} ${tls}, admin ${config.admin ?? 'off'}${sec?.adminTokenFile ? ' with token' : ''}, ` +
+        `upstreams: ${upstreams.join(', ') || 'none'}, policy: ${sec?.policyFile ?? 'none'})\n`,
+    );
     return 0;
   }
   out.stderr.write(`xdstp-relay: ${source}: ${unique.length} problem${unique.length === 1 ? '' : 's'}\n`);

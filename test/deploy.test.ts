@@ -11,6 +11,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import YAML from 'yaml';
 import { RelayMetrics } from '../src/metrics';
+import { spawnSync } from 'node:child_process';
+import { opensslSkip } from './support/certs';
 import { runCliToExit } from './support/cli';
 
 const T = { timeout: 30_000 };
@@ -80,6 +82,7 @@ test('the Kubernetes manifests parse as YAML with the expected kinds and API ver
     'policy/v1 PodDisruptionBudget',
     'autoscaling/v2 HorizontalPodAutoscaler',
     'monitoring.coreos.com/v1 ServiceMonitor',
+    'cert-manager.io/v1 Certificate',
     'kustomize.config.k8s.io/v1beta1 Kustomization',
   ]) {
     assert.ok(kinds.includes(expected), `${expected} in ${kinds.join(', ')}`);
@@ -137,10 +140,62 @@ test('the Deployment runs the relay with probes on the admin port, a drain befor
   assert.match(preStop, /\/drain\?wait=1/);
   assert.match(preStop, /method:\s*'POST'/);
   const args = arr(c.args, 'args').map(String);
-  assert.deepEqual(args, ['--config', '/etc/xdstp-relay/config.yaml']);
+  assert.deepEqual(args.slice(0, 2), ['--config', '/etc/xdstp-relay/config.yaml']);
   const mounts = arr(c.volumeMounts, 'volumeMounts').map((m) => obj(m, 'mount'));
   assert.ok(mounts.some((m) => m.mountPath === '/etc/xdstp-relay'));
   assert.ok(Number(podSpec.terminationGracePeriodSeconds) > 25, 'room for the drain period and the shutdown grace');
+});
+
+/** `--flag value` pairs of the relay container's args. */
+function flagValues(args: string[]): Map<string, string> {
+  const m = new Map<string, string>();
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a.includes('=')) m.set(a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1));
+    else if (a.startsWith('--') && i + 1 < args.length) m.set(a, args[++i]!);
+  }
+  return m;
+}
+
+test('the Deployment serves mTLS with its certificate from a Secret, the policy from the ConfigMap and the admin token from a Secret', T, () => {
+  const all = manifests();
+  const podSpec = obj(obj(obj(one(all, 'Deployment').spec, 'spec').template, 'template').spec, 'pod spec');
+  const c = obj(arr(podSpec.containers, 'containers')[0], 'container');
+  const flags = flagValues(arr(c.args, 'args').map(String));
+  const mounts = arr(c.volumeMounts, 'volumeMounts').map((m) => obj(m, 'mount'));
+  const volumes = arr(podSpec.volumes, 'volumes').map((v) => obj(v, 'volume'));
+  /** The volume (and the key within it) that a mounted file path comes from. */
+  const source = (file: string): { volume: Obj; key: string } => {
+    const mount = mounts.find((m) => file.startsWith(`${String(m.mountPath)}/`));
+    assert.ok(mount, `${file} is under a volume mount`);
+    assert.equal(mount.subPath, undefined, 'whole-volume mounts, so updates reach the relay');
+    const volume = volumes.find((v) => v.name === mount.name);
+    assert.ok(volume, `volume ${String(mount.name)}`);
+    return { volume, key: file.slice(String(mount.mountPath).length + 1) };
+  };
+
+  const certificate = one(all, 'Certificate');
+  const tlsSecret = obj(certificate.spec, 'spec').secretName;
+  for (const flag of ['--tls-cert', '--tls-key', '--tls-client-ca']) {
+    const file = flags.get(flag);
+    assert.ok(file, `${flag} is set`);
+    assert.equal(obj(source(file).volume.secret, `${flag} volume secret`).secretName, tlsSecret, `${flag} comes from the Certificate's Secret`);
+  }
+  assert.deepEqual(['--tls-cert', '--tls-key', '--tls-client-ca'].map((f) => source(flags.get(f)!).key), ['tls.crt', 'tls.key', 'ca.crt'], 'cert-manager key names');
+
+  const policy = source(flags.get('--policy') ?? '');
+  const cm = one(all, 'ConfigMap');
+  assert.equal(obj(policy.volume.configMap, 'policy volume configMap').name, obj(cm.metadata, 'metadata').name);
+  assert.equal(typeof obj(cm.data, 'data')[policy.key], 'string', `the ConfigMap has ${policy.key}`);
+
+  const tokenFile = flags.get('--admin-token') ?? '';
+  assert.ok(obj(source(tokenFile).volume.secret, 'token volume secret').secretName, 'the admin token comes from a Secret');
+  const preStop = arr(obj(obj(obj(c.lifecycle, 'lifecycle').preStop, 'preStop').exec, 'exec').command, 'command').join(' ');
+  assert.ok(preStop.includes(tokenFile), 'the preStop hook reads the token file');
+  assert.match(preStop, /authorization:\s*'Bearer '/);
+
+  const fsGroup = obj(podSpec.securityContext, 'pod securityContext').fsGroup;
+  assert.equal(fsGroup, obj(podSpec.securityContext, 'pod securityContext').runAsGroup, 'the relay\'s group can read the Secret files');
 });
 
 test('Services, PodDisruptionBudget, HorizontalPodAutoscaler and ServiceMonitor point at the Deployment', T, () => {
@@ -176,15 +231,18 @@ test('Services, PodDisruptionBudget, HorizontalPodAutoscaler and ServiceMonitor 
   assert.equal(port.port, 9901);
 });
 
-test('the ConfigMap carries a configuration that `xdstp-relay validate` accepts', T, async () => {
+test('the ConfigMap carries a configuration and a policy that `xdstp-relay validate` accepts', T, async () => {
   const cm = one(manifests(), 'ConfigMap');
   const text = obj(cm.data, 'data')['config.yaml'];
+  const policy = obj(cm.data, 'data')['policy.yaml'];
   assert.equal(typeof text, 'string');
+  assert.equal(typeof policy, 'string');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'xdstp-relay-deploy-'));
   try {
     const file = path.join(dir, 'config.yaml');
     fs.writeFileSync(file, String(text));
-    const res = await runCliToExit(['validate', '--config', file]);
+    fs.writeFileSync(path.join(dir, 'policy.yaml'), String(policy));
+    const res = await runCliToExit(['validate', '--config', file, '--policy', path.join(dir, 'policy.yaml')]);
     assert.equal(res.code, 0, `${res.stdout}${res.stderr}`);
     assert.match(res.stdout, /upstreams: examples\.local\b/, 'the authority name survives option parsing');
     const parsed = obj(YAML.parse(String(text)), 'config');
@@ -236,17 +294,42 @@ test('compose has Redis, an example origin, two relays and Prometheus scraping t
   for (const v of mounts) assert.ok(fs.existsSync(path.resolve(DEPLOY, v.split(':')[0]!)), `${v} exists`);
 });
 
-test('the compose services run configurations that `xdstp-relay validate` accepts', T, async () => {
+test('the compose services run configurations that `xdstp-relay validate` accepts, with the certificates its certs service makes', { ...T, skip: opensslSkip('compose certificate check') }, async () => {
   const { services } = compose();
+  const doc = readYamlDocs(path.join(DEPLOY, 'compose.yaml'))[0]!;
   const help = await runCliToExit(['--help']);
   const knowsRedis = help.stdout.includes('--redis');
-  const inRepo = (a: string): string => a.replace('/app/', `${ROOT}/`);
-  for (const name of ['origin', 'relay-1', 'relay-2']) {
-    let args = commandOf(services[name]!).map(inRepo);
-    // `--redis` is wired into the CLI separately; until then check everything else.
-    if (!knowsRedis) args = args.filter((a) => !a.startsWith('--redis'));
-    const res = await runCliToExit(['validate', ...args]);
-    assert.equal(res.code, 0, `${name}: ${res.stdout}${res.stderr}`);
+  // What the containers see, here: /app is the repository, /certs what deploy/certs/generate.sh
+  // writes, and each compose config at its target.
+  const certs = fs.mkdtempSync(path.join(os.tmpdir(), 'xdstp-relay-compose-certs-'));
+  try {
+    const gen = spawnSync('sh', [path.join(DEPLOY, 'certs', 'generate.sh'), certs], { encoding: 'utf8', timeout: 30_000 });
+    assert.equal(gen.status, 0, gen.stderr);
+    const configs = obj(doc.configs, 'configs');
+    const targets = new Map<string, string>();
+    for (const name of ['relay-1', 'relay-2']) {
+      for (const c of arr(services[name]!.configs, `${name}.configs`).map((x) => obj(x, 'config'))) {
+        targets.set(String(c.target), path.resolve(DEPLOY, String(obj(configs[String(c.source)], 'config source').file)));
+      }
+      const mounts = arr(services[name]!.volumes, `${name}.volumes`).map(String);
+      assert.ok(mounts.includes('certs:/certs:ro'), `${name} mounts the certs volume read-only`);
+      assert.equal(obj(obj(services[name]!.depends_on, 'depends_on').certs, 'certs dependency').condition, 'service_completed_successfully');
+    }
+    const inContainer = (a: string): string => {
+      let out = a.replace('/app/', `${ROOT}/`).replace('=/certs/', `=${certs}/`);
+      for (const [target, file] of targets) out = out.replace(`=${target}`, `=${file}`);
+      return out;
+    };
+    for (const name of ['origin', 'relay-1', 'relay-2']) {
+      let args = commandOf(services[name]!).map(inContainer);
+      // `--redis` is wired into the CLI separately; until then check everything else.
+      if (!knowsRedis) args = args.filter((a) => !a.startsWith('--redis'));
+      const res = await runCliToExit(['validate', ...args]);
+      assert.equal(res.code, 0, `${name}: ${res.stdout}${res.stderr}`);
+      if (name !== 'origin') assert.match(res.stdout, /mTLS, admin \S+ with token.*policy: /, name);
+    }
+  } finally {
+    fs.rmSync(certs, { recursive: true, force: true });
   }
 });
 

@@ -12,18 +12,7 @@ import {
   parseUrn,
   type XdstpName,
 } from '../src/xdstp';
-
-/** mulberry32: tiny, seedable, good enough to spread inputs; a failure reproduces from the seed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { prng } from './support/prng';
 
 // Heavy in delimiters, escapes and characters the encoder must handle.
 const TOKENS = [

@@ -99,6 +99,8 @@ export async function startRelay(opts: RelayStartOptions): Promise<RelayProc> {
     'warn',
     ...(opts.share === false ? ['--no-share-responses'] : []),
     ...(hasShutdownGrace() ? ['--shutdown-grace', '500'] : []),
+    // Every load-generator connection comes from 127.0.0.1: the per-peer bound would cap the scenario.
+    ...(cliHasFlag('--max-connections-per-peer') ? ['--max-connections-per-peer', '0', '--max-connections', '0'] : []),
     ...(opts.extraArgs ?? []),
   ];
   const child = spawnPinned(SERVER_CORE, process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: cleanEnv() });

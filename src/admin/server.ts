@@ -7,14 +7,21 @@ export interface AdminReply {
   status: number;
   body: string | object;
   contentType?: string;
+  headers?: Record<string, string>;
 }
+
+/** Decides before routing whether a request may proceed: undefined = yes, else the refusal (admin/auth.ts). */
+export type AdminGate = (req: http.IncomingMessage, pathname: string) => AdminReply | undefined;
 
 /** A tiny HTTP server for probes, metrics and debug views; GETs never change state. */
 export class AdminServer {
   private readonly server: http.Server;
   private readonly routes = new Map<string, AdminRoute>();
 
-  constructor(private readonly logger: Logger) {
+  constructor(
+    private readonly logger: Logger,
+    private readonly gate?: AdminGate,
+  ) {
     this.server = http.createServer((req, res) => void this.handle(req, res));
     this.server.keepAliveTimeout = 5000;
   }
@@ -29,11 +36,14 @@ export class AdminServer {
     const url = new URL(req.url ?? '/', 'http://admin');
     const handler = this.routes.get(`${req.method} ${url.pathname}`);
     try {
-      const reply: AdminReply = handler
+      const refused = this.gate?.(req, url.pathname);
+      const reply: AdminReply = refused
+        ? refused
+        : handler
         ? await handler(req, url)
         : { status: this.routes.has(`GET ${url.pathname}`) || this.routes.has(`POST ${url.pathname}`) ? 405 : 404, body: { error: 'not found' } };
       const isText = typeof reply.body === 'string';
-      res.writeHead(reply.status, { 'content-type': reply.contentType ?? (isText ? 'text/plain; charset=utf-8' : 'application/json') });
+      res.writeHead(reply.status, { ...reply.headers, 'content-type': reply.contentType ?? (isText ? 'text/plain; charset=utf-8' : 'application/json') });
       res.end(isText ? reply.body : JSON.stringify(reply.body, null, 2));
     } catch (err) {
       this.logger.error({ err, path: url.pathname }, 'admin request failed');

@@ -5,6 +5,8 @@ import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
 import type { Node } from '../proto/messages';
 import { RequestError } from '../proto/requests';
+import type { StreamLimits } from '../security/limits';
+import { TokenBucket } from '../security/token-bucket';
 import { sendGoaway } from './goaway';
 import { SubscriptionState, type OutgoingResponse, type ResponseBuilder, type StreamPort } from './subscription-state';
 
@@ -25,6 +27,8 @@ export interface AdsStreamOptions {
   logger: Logger;
   /** The client's identity from its connection (verified certificate), or from its node id where policy allows. */
   identify?(call: grpc.ServerDuplexStream<Buffer, Buffer>, nodeId: string | undefined): string | undefined;
+  /** What one stream may cost (names, subscriptions, change rate); absent = unbounded. */
+  limits?: StreamLimits;
   onClose(stream: AdsStream): void;
 }
 
@@ -47,6 +51,8 @@ export abstract class AdsStream implements StreamPort {
   blocked = false;
   private closed = false;
   private refusalLogged = false;
+  /** Subscription changes this stream may still make (--subscription-rate / --subscription-burst). */
+  private readonly changeBudget: TokenBucket | undefined;
   lastNonce = '';
   lastAckedNonce = '';
 
@@ -56,6 +62,8 @@ export abstract class AdsStream implements StreamPort {
   ) {
     this.peer = call.getPeer();
     this.identity = opts.identify?.(call, undefined);
+    const limits = opts.limits;
+    if (limits) this.changeBudget = new TokenBucket(limits.subscriptionRate, limits.subscriptionBurst);
     call.on('data', (bytes: Buffer) => this.onData(bytes));
     call.on('end', () => {
       this.close('client half-closed');
@@ -160,6 +168,43 @@ export abstract class AdsStream implements StreamPort {
       { client: this.id, peer: this.peer, node: this.nodeId, protocol: this.protocol, ttl: this.supportsTtl },
       'client stream opened',
     );
+  }
+
+  /** The policy changed (node ids may have become identities, or stopped being them). */
+  reidentify(): void {
+    this.identity = this.opts.identify?.(this.call, this.node?.id) ?? undefined;
+  }
+
+  /**
+   * Per-stream limits, checked before a request is applied: each subscribed
+   * name's length, the rate of subscription changes, and the subscriptions the
+   * stream would hold. A breach ends this stream only, with RESOURCE_EXHAUSTED.
+   */
+  protected withinLimits(subscribe: readonly string[], changes: number, added: number): boolean {
+    const limits = this.opts.limits;
+    if (!limits) return true;
+    for (const name of subscribe) {
+      if (name.length > limits.maxNameLength || Buffer.byteLength(name) > limits.maxNameLength) {
+        return this.exhausted('name_length', `a resource name is longer than ${limits.maxNameLength} bytes`);
+      }
+    }
+    if (changes > 0 && this.changeBudget && !this.changeBudget.take(changes)) {
+      return this.exhausted('subscription_rate', `more than ${limits.subscriptionRate} subscription changes per second`);
+    }
+    if (added > 0) {
+      let held = added;
+      for (const s of this.states.values()) held += s.names.size;
+      if (held > limits.maxSubscriptionsPerStream) {
+        return this.exhausted('subscriptions_per_stream', `more than ${limits.maxSubscriptionsPerStream} subscriptions on one stream`);
+      }
+    }
+    return true;
+  }
+
+  private exhausted(limit: string, why: string): false {
+    this.opts.metrics.security.limitExceeded.inc({ limit });
+    this.fail(grpc.status.RESOURCE_EXHAUSTED, `xdstp-relay: ${why}`);
+    return false;
   }
 
   protected requireTypeUrl(typeUrl: string): boolean {

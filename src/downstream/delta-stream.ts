@@ -13,6 +13,7 @@ export class DeltaStream extends AdsStream {
     const req = decodeDeltaRequest(bytes);
     this.noteNode(req.node);
     if (!this.requireTypeUrl(req.typeUrl)) return;
+    if (!this.withinLimits(req.subscribe, req.subscribe.length + req.unsubscribe.length, req.subscribe.length)) return;
     const { state, first } = this.stateFor(req.typeUrl);
     if (req.nonce !== '') {
       if (req.errorDetail) this.noteNack(state, req.nonce, req.errorDetail.message);

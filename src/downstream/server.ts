@@ -22,12 +22,16 @@ export interface DownstreamServerOptions {
   maxRequestBytes?: number;
   /** A client's identity (see AdsStreamOptions.identify). */
   identify?: AdsStreamOptions['identify'];
+  /** Per-stream limits (see AdsStreamOptions.limits). */
+  limits?: AdsStreamOptions['limits'];
   /** Extra grpc-js server options (e.g. max connection age). */
   serverOptions?: grpc.ServerOptions;
   /** Share one encoding among clients that get identical responses (off only for benchmarks). */
   shareResponses?: boolean;
-  /** Server credentials; plaintext when absent. */
+  /** TLS / mTLS (security/downstream.ts); default plaintext. */
   credentials?: grpc.ServerCredentials;
+  /** Called once bound, before any connection is accepted (connection limits attach here). */
+  onBound?: (server: grpc.Server) => void;
 }
 
 /** The ADS server clients connect to: delta (Envoy) and state of the world (gRPC) on one listener. */
@@ -69,6 +73,7 @@ export class DownstreamServer {
       metrics,
       logger: this.opts.logger,
       identify: this.opts.identify,
+      limits: this.opts.limits,
       onClose: (s) => {
         if (this.streams.delete(s)) metrics.streamsByProtocol[s.protocol].open.dec();
       },
@@ -116,8 +121,16 @@ export class DownstreamServer {
   /** Binds `host:port`; resolves with the bound port. */
   listen(address: string): Promise<number> {
     return new Promise((resolve, reject) => {
-      const credentials = this.opts.credentials ?? grpc.ServerCredentials.createInsecure();
-      this.server.bindAsync(address, credentials, (err, port) => (err ? reject(err) : resolve(port)));
+      this.server.bindAsync(address, this.opts.credentials ?? grpc.ServerCredentials.createInsecure(), (err, port) => {
+        if (err) return reject(err);
+        try {
+          this.opts.onBound?.(this.server);
+        } catch (hookErr) {
+          this.server.forceShutdown();
+          return reject(hookErr as Error);
+        }
+        resolve(port);
+      });
     });
   }
 

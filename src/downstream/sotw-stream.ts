@@ -46,6 +46,7 @@ export class SotwStream extends AdsStream {
     const added: string[] = [];
     for (const name of want) if (!state.names.has(name)) added.push(name);
     if (gone.length === 0 && added.length === 0) return;
+    if (!this.withinLimits(added, added.length + gone.length, added.length - gone.length)) return;
     const fan = this.newRound();
     if (gone.length > 0) state.unsubscribe(gone, fan);
     if (added.length > 0) state.subscribe(added, fan);

@@ -28,6 +28,8 @@ export interface EngineOptions {
   unsubscribeGraceMs: number;
   /** The one place a join can be refused; absent = everything allowed. */
   authorizer?: JoinAuthorizer;
+  /** Counts a refused join (by the authority it named; null = the default upstream). */
+  onDenied?(authority: string | null): void;
 }
 
 /** A join the engine refused: unroutable, or not allowed for the client's identity. */
@@ -106,6 +108,7 @@ export class SubscriptionEngine implements UpstreamSink {
       return route;
     }
     if (authorizer && !authorizer.allows(watcher.identity, watcher.typeUrl, route.authority, spelling)) {
+      this.opts.onDenied?.(route.authority);
       return { reason: 'denied', message: `${watcher.identity ?? 'an unidentified client'} may not subscribe to ${spelling}` };
     }
     let sub = this.index.get(route.key);
@@ -172,7 +175,10 @@ export class SubscriptionEngine implements UpstreamSink {
     } else {
       const members = store.members(sub.key);
       if (members.length > 0) {
-        for (const m of members) if (!watcher.resource(sub, spellings, m, fan, keepHeld)) store.markDivergent(m.key);
+        for (const m of members) {
+          if (!this.memberAllowed(watcher, sub, m.name)) continue;
+          if (!watcher.resource(sub, spellings, m, fan, keepHeld)) store.markDivergent(m.key);
+        }
       } else if (store.isAbsent(sub.key)) {
         watcher.absent(sub, spellings, fan, keepHeld);
       } else {
@@ -182,6 +188,16 @@ export class SubscriptionEngine implements UpstreamSink {
       if (sub.answered && !keepHeld) watcher.collectionKnown(sub, spellings, fan);
     }
     metrics.cacheHits.inc({ tier: fromShared ? 'shared' : 'memory' });
+  }
+
+  /**
+   * A policy's name prefixes can be narrower than a glob the client was
+   * allowed to join: each member is checked before it is delivered, so no
+   * byte of a denied resource reaches the client.
+   */
+  private memberAllowed(watcher: Watcher, coll: Subscription, name: string): boolean {
+    const authorizer = this.opts.authorizer;
+    return !authorizer || authorizer.allows(watcher.identity, coll.typeUrl, coll.authority, name);
   }
 
   /**
@@ -266,7 +282,13 @@ export class SubscriptionEngine implements UpstreamSink {
         forEachSpelling(spellings, (s) => {
           if (!authorizer.allows(watcher.identity, sub.typeUrl, sub.authority, s)) denied.push(s);
         });
-        if (denied.length === 0) continue;
+        if (denied.length === 0) {
+          // Still allowed as a whole: members the new policy denies are taken back.
+          if (sub.isCollection) {
+            for (const m of this.opts.store.members(sub.key)) if (!this.memberAllowed(watcher, sub, m.name)) watcher.removed(sub, spellings, m.name, fan);
+          }
+          continue;
+        }
         for (const s of denied) this.leave(watcher, sub, s);
         watcher.withdrawn(sub, denied.length === 1 ? denied[0] : denied, fan);
         withdrawn += denied.length;
@@ -407,7 +429,7 @@ export class SubscriptionEngine implements UpstreamSink {
     }
     if (single) for (const [w, spellings] of single.watchers) w.resource(single, spellings, entry, fan, false);
     if (coll) {
-      for (const [w, spellings] of coll.watchers) w.resource(coll, spellings, entry, fan, false);
+      for (const [w, spellings] of coll.watchers) if (this.memberAllowed(w, coll, entry.name)) w.resource(coll, spellings, entry, fan, false);
       // A resource someone also subscribed by itself may answer that subscription, not the collection.
       if (!coll.answered && !single) answered.add(coll);
     }
@@ -460,7 +482,7 @@ export class SubscriptionEngine implements UpstreamSink {
     // A transient failure keeps the last good copy; anything else means the cached one is no longer valid.
     if (!TRANSIENT_CODES.has(e.code) && !rk.isCollection) this.opts.store.remove(rk.key);
     if (single) for (const [w, spellings] of single.watchers) w.error(single, spellings, e.name, error, fan);
-    if (coll) for (const [w, spellings] of coll.watchers) w.error(coll, spellings, held!.name, error, fan);
+    if (coll) for (const [w, spellings] of coll.watchers) if (this.memberAllowed(w, coll, held!.name)) w.error(coll, spellings, held!.name, error, fan);
   }
 
   private announceEmpty(collection: string, fan: FanOut): void {

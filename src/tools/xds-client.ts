@@ -11,6 +11,7 @@
  * stdout carries only the responses (pretty JSON, or one line each with
  * --compact); connection problems go to stderr with a non-zero exit.
  */
+import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as grpc from '@grpc/grpc-js';
 import yargs from 'yargs';
@@ -82,6 +83,7 @@ function subscribe(args: {
   timeout?: number;
   raw: boolean;
   compact: boolean;
+  tls: ClientTls;
 }): void {
   let byType: Map<string, string[]>;
   try {
@@ -90,7 +92,14 @@ function subscribe(args: {
     process.stderr.write(`xds: ${(err as Error).message}\n`);
     process.exit(2);
   }
-  const client = new DeltaAdsClient(args.server, grpc.credentials.createInsecure());
+  let channel: { credentials: grpc.ChannelCredentials; options: grpc.ChannelOptions };
+  try {
+    channel = clientChannel(args.tls);
+  } catch (err) {
+    process.stderr.write(`xds: ${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  const client = new DeltaAdsClient(args.server, channel.credentials, channel.options);
   const call = openDeltaStream(client);
   let received = 0;
   let done = false;
@@ -142,6 +151,22 @@ function subscribe(args: {
   process.on('SIGTERM', () => finish(0));
 }
 
+/** `--ca/--cert/--key/--server-name`: TLS (and mTLS) to a relay that serves it. */
+export interface ClientTls {
+  ca?: string;
+  cert?: string;
+  key?: string;
+  serverName?: string;
+}
+
+export function clientChannel(tls: ClientTls): { credentials: grpc.ChannelCredentials; options: grpc.ChannelOptions } {
+  if (!tls.ca && !tls.cert && !tls.key) return { credentials: grpc.credentials.createInsecure(), options: {} };
+  if (!tls.cert !== !tls.key) throw new Error('--cert and --key go together');
+  const read = (f: string | undefined): Buffer | null => (f ? fs.readFileSync(f) : null);
+  const options: grpc.ChannelOptions = tls.serverName ? { 'grpc.ssl_target_name_override': tls.serverName, 'grpc.default_authority': tls.serverName } : {};
+  return { credentials: grpc.credentials.createSsl(read(tls.ca), read(tls.key), read(tls.cert)), options };
+}
+
 function main(): void {
   yargs(process.argv.slice(2))
     .scriptName('npm run xds --')
@@ -158,7 +183,11 @@ function main(): void {
           .option('count', { type: 'number', describe: 'exit after this many responses' })
           .option('timeout', { type: 'number', describe: 'stop after this many ms (an error if --count was not reached)' })
           .option('raw', { type: 'boolean', default: false, describe: 'print payloads as base64 instead of decoding them' })
-          .option('compact', { type: 'boolean', default: false, describe: 'one JSON object per line' }),
+          .option('compact', { type: 'boolean', default: false, describe: 'one JSON object per line' })
+          .option('ca', { type: 'string', describe: 'TLS: PEM CA the server certificate is verified against (TLS is on when --ca or --cert is given)' })
+          .option('cert', { type: 'string', describe: 'mTLS: PEM client certificate' })
+          .option('key', { type: 'string', describe: 'mTLS: PEM private key of --cert' })
+          .option('server-name', { type: 'string', describe: 'TLS: name to verify the server certificate against instead of the --server host' }),
       (a) =>
         subscribe({
           names: (a.names ?? []).map(String),
@@ -169,6 +198,7 @@ function main(): void {
           timeout: a.timeout,
           raw: a.raw,
           compact: a.compact,
+          tls: { ca: a.ca, cert: a.cert, key: a.key, serverName: a['server-name'] },
         }),
     )
     .command(

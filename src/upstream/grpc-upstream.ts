@@ -3,6 +3,7 @@ import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
 import { DeltaAdsClient, openDeltaStream } from '../proto/ads-service';
 import { deltaRequestCodec, type DeltaDiscoveryRequest, type Node } from '../proto/messages';
+import { insecureChannel, type ChannelSetup } from '../security/tls';
 import { Backoff } from './backoff';
 import { PoisonBisect, type NamePair } from './poison-bisect';
 import { DEFAULT_MAX_REQUEST_BYTES, splitSubscriptionChange, type SubscriptionChange } from './request-split';
@@ -40,6 +41,8 @@ export interface GrpcUpstreamOptions {
   settleMs?: number;
   /** How long a rejected (poison) name is answered as rejected without asking the control plane again (default 5 min). */
   rejectedRetryMs?: number;
+  /** Credentials and channel options per target (security/upstream-channels.ts); default plaintext. */
+  channelFor?: (target: string) => ChannelSetup;
 }
 
 type Stream = grpc.ClientDuplexStream<Buffer, Buffer>;
@@ -364,11 +367,13 @@ export class GrpcUpstream implements UpstreamPort {
       if (this.state === 'closed') return;
       this.currentTarget = target;
       this.setState('connecting');
-      const client = new DeltaAdsClient(target, grpc.credentials.createInsecure(), {
+      const channel = (this.opts.channelFor ?? insecureChannel)(target);
+      const client = new DeltaAdsClient(target, channel.credentials, {
         'grpc.keepalive_time_ms': 30_000,
         'grpc.keepalive_timeout_ms': 10_000,
         'grpc.max_receive_message_length': 64 * 1024 * 1024,
         'grpc.initial_reconnect_backoff_ms': 200,
+        ...channel.options,
       });
       try {
         await awaitReady(client, this.connectTimeoutMs);

@@ -29,6 +29,9 @@ export interface DeltaClientOptions {
    * then not applied to `held`), undefined to accept it.
    */
   reject?: (resp: DeltaDiscoveryResponse) => string | undefined;
+  /** TLS: channel credentials (default plaintext) and extra channel options (e.g. a target name override). */
+  credentials?: grpc.ChannelCredentials;
+  channelOptions?: grpc.ChannelOptions;
 }
 
 export interface EndStatus {
@@ -78,8 +81,9 @@ export class DeltaClient {
     this.autoAck = opts.autoAck ?? true;
     // A private subchannel pool: every DeltaClient is its own connection, like
     // separate Envoys (a shared HTTP/2 connection would couple flow control).
-    this.client = new DeltaAdsClient(target, grpc.credentials.createInsecure(), {
+    this.client = new DeltaAdsClient(target, opts.credentials ?? grpc.credentials.createInsecure(), {
       'grpc.use_local_subchannel_pool': 1,
+      ...opts.channelOptions,
     });
     this.call = openDeltaStream(this.client);
     let resolveEnded!: (s: EndStatus) => void;

@@ -22,6 +22,13 @@ import { DEFAULT_TIMEOUT_MS, sleep, waitUntil } from './wait';
 /** Types on which an initial request with no names means the legacy wildcard. */
 const LEGACY_WILDCARD_TYPES = new Set([LISTENER, CLUSTER]);
 
+/** TLS for the origin's listener (PEM file contents). With `clientCa`, clients must present a certificate it signed. */
+export interface OriginTls {
+  cert: Buffer;
+  key: Buffer;
+  clientCa?: Buffer;
+}
+
 export interface OriginResourceOptions {
   /** Resource.ttl in seconds. */
   ttl?: number;
@@ -138,6 +145,8 @@ export class TestOrigin {
   readonly poisonNames = new Set<string>();
   /** End every new stream at once with UNAVAILABLE (accepts, then fails). */
   failNewStreams = false;
+  /** Per stream, the verified client certificate's subject CN (TLS origins with a client CA), in arrival order. */
+  readonly clientCertificates: (string | undefined)[] = [];
 
   private server: grpc.Server | null = null;
   private readonly streams = new Map<number, StreamState>();
@@ -146,12 +155,15 @@ export class TestOrigin {
   private nextStreamId = 1;
   private boundPort = 0;
 
-  private constructor(readonly label: string) {
+  private constructor(
+    readonly label: string,
+    private readonly tls?: OriginTls,
+  ) {
     this.events.setMaxListeners(0);
   }
 
-  static async start(opts: { port?: number; label?: string } = {}): Promise<TestOrigin> {
-    const origin = new TestOrigin(opts.label ?? 'origin');
+  static async start(opts: { port?: number; label?: string; tls?: OriginTls } = {}): Promise<TestOrigin> {
+    const origin = new TestOrigin(opts.label ?? 'origin', opts.tls);
     await origin.listen(opts.port ?? 0);
     return origin;
   }
@@ -164,8 +176,9 @@ export class TestOrigin {
     return `127.0.0.1:${this.boundPort}`;
   }
 
+  /** `grpc://127.0.0.1:PORT`, or `grpcs://…` for a TLS origin. */
   get uri(): string {
-    return `grpc://127.0.0.1:${this.boundPort}`;
+    return `${this.tls ? 'grpcs' : 'grpc'}://127.0.0.1:${this.boundPort}`;
   }
 
   /** Streams currently open. */
@@ -191,7 +204,7 @@ export class TestOrigin {
       });
       try {
         this.boundPort = await new Promise<number>((resolve, reject) =>
-          server.bindAsync(`127.0.0.1:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) =>
+          server.bindAsync(`127.0.0.1:${port}`, this.credentials(), (err, p) =>
             err ? reject(err) : resolve(p),
           ),
         );
@@ -206,6 +219,12 @@ export class TestOrigin {
       }
     }
     throw lastErr ?? new Error('bind failed');
+  }
+
+  private credentials(): grpc.ServerCredentials {
+    if (!this.tls) return grpc.ServerCredentials.createInsecure();
+    const { cert, key, clientCa } = this.tls;
+    return grpc.ServerCredentials.createSsl(clientCa ?? null, [{ cert_chain: cert, private_key: key }], clientCa !== undefined);
   }
 
   /** Stop listening and kill every stream (resources are kept). */
@@ -422,6 +441,8 @@ export class TestOrigin {
     this.streams.set(s.id, s);
     this.totalStreams++;
     this.streamOpenTimes.push(Date.now());
+    const cn: unknown = call.getAuthContext().sslPeerCertificate?.subject?.CN;
+    this.clientCertificates.push(typeof cn === 'string' ? cn : undefined);
     const close = (): void => {
       if (!s.open) return;
       s.open = false;

@@ -12,6 +12,8 @@ import { withTimeout } from './wait';
 export interface RunningRelay {
   readonly port: number;
   readonly adminPort: number | null;
+  /** Its metrics registry, read in Prometheus text form. */
+  readonly metrics: { readonly registry: { metrics(): Promise<string> } };
   stop(): Promise<void>;
 }
 

@@ -1,0 +1,249 @@
+/**
+ * Connection-level limits and HTTP/2 abuse handling for the downstream
+ * listener. Everything here happens below gRPC, per TCP connection:
+ *
+ * - `--max-connections` / `--max-connections-per-peer`: a connection over
+ *   either bound is closed on arrival, before any TLS or HTTP/2 work; open
+ *   connections are never touched.
+ * - A TLS connection that has not completed its handshake within
+ *   HANDSHAKE_TIMEOUT_MS is closed (a plaintext connection gets its HTTP/2
+ *   session at once and is covered by `--max-connection-idle`).
+ * - Keepalive enforcement: a PING sooner than `--min-ping-interval` after the
+ *   previous one is a strike; more than MAX_PING_STRIKES strikes in a row end
+ *   the connection with GOAWAY ENHANCE_YOUR_CALM ("too_many_pings").
+ * - SETTINGS floods and rapid stream resets drain per-connection token
+ *   buckets; an empty bucket ends the connection the same way. (nghttp2
+ *   has its own, much looser, rapid-reset limit.)
+ * - A stream that announced a message above the receive limit was already
+ *   refused by grpc-js with RESOURCE_EXHAUSTED before a byte of it was
+ *   buffered (counted as limit `request_size`); one announced at
+ *   OVERSIZE_CUT_FACTOR times the limit or more also costs its connection.
+ *
+ * grpc-js has no public hook for its HTTP/2 sessions, so `attach` reads the
+ * server's `http2Servers` (one private field, checked at run time; a grpc-js
+ * that changes it makes `attach` throw, and the abuse tests fail).
+ */
+import * as http2 from 'node:http2';
+import * as net from 'node:net';
+import type * as grpc from '@grpc/grpc-js';
+import type { Logger } from '../log';
+import type { SecurityMetrics } from './metrics';
+import { TokenBucket } from './token-bucket';
+
+export interface ConnectionLimits {
+  /** Open connections at most (0 = no limit). */
+  maxConnections: number;
+  /** Open connections per peer IP address at most (0 = no limit). */
+  maxConnectionsPerPeer: number;
+  /** Minimum spacing of client PINGs in ms (0 = not enforced). */
+  minPingIntervalMs: number;
+  /** TLS handshake deadline in ms (default HANDSHAKE_TIMEOUT_MS; not a flag). */
+  handshakeTimeoutMs?: number;
+}
+
+/** Consecutive too-early PINGs tolerated (gRPC's own servers use 2). */
+export const MAX_PING_STRIKES = 2;
+/** TLS handshake deadline. */
+export const HANDSHAKE_TIMEOUT_MS = 10_000;
+/** SETTINGS frames: a client sends one or two in its life; 20 at once and 2 per second after that is generous. */
+export const SETTINGS_BURST = 20;
+export const SETTINGS_PER_SECOND = 2;
+/** Streams reset by the client (or otherwise ended abnormally): 100 at once, 10 per second after that. */
+export const RESET_BURST = 100;
+export const RESETS_PER_SECOND = 10;
+
+export type CutReason = 'ping_flood' | 'settings_flood' | 'rapid_reset' | 'oversized_message' | 'handshake_timeout';
+
+const GRPC_RESOURCE_EXHAUSTED = '8';
+
+/** A message announced at this many times the receive limit or more closes its connection. */
+export const OVERSIZE_CUT_FACTOR = 4;
+
+type AnyHttp2Server = http2.Http2Server | http2.Http2SecureServer;
+
+const OVERSIZE = /^Received message larger than max \((\d+) vs (\d+)\)/;
+
+/** The announced size and the limit, when these response headers/trailers are grpc-js's refusal of an oversized message. */
+function oversizeRefusal(headers: http2.OutgoingHttpHeaders | undefined): { size: number; limit: number } | undefined {
+  const message = headers?.['grpc-message'];
+  if (String(headers?.['grpc-status']) !== GRPC_RESOURCE_EXHAUSTED || typeof message !== 'string') return undefined;
+  let text: string;
+  try {
+    text = decodeURI(message); // grpc-js sends encodeURI(details)
+  } catch {
+    return undefined;
+  }
+  const m = OVERSIZE.exec(text);
+  return m ? { size: Number(m[1]), limit: Number(m[2]) } : undefined;
+}
+
+/** grpc-js's HTTP/2 servers behind a bound grpc.Server (see the module comment). */
+function http2ServersOf(server: grpc.Server): AnyHttp2Server[] {
+  const map = (server as unknown as { http2Servers?: unknown }).http2Servers;
+  if (!(map instanceof Map)) {
+    throw new Error('this @grpc/grpc-js version has no Server.http2Servers: connection limits and HTTP/2 abuse checks cannot attach');
+  }
+  return [...map.keys()].filter((s): s is AnyHttp2Server => s instanceof net.Server);
+}
+
+function peerAddress(socket: net.Socket): string {
+  const a = socket.remoteAddress ?? 'unknown';
+  return a.startsWith('::ffff:') ? a.slice(7) : a;
+}
+
+function connectionKey(socket: { remoteAddress?: string; remotePort?: number }): string {
+  return `${socket.remoteAddress ?? ''}|${socket.remotePort ?? ''}`;
+}
+
+interface Connection {
+  socket: net.Socket;
+  peer: string;
+  handshakeTimer: NodeJS.Timeout | undefined;
+  session?: http2.ServerHttp2Session;
+}
+
+export class ConnectionGuard {
+  private readonly attached = new WeakSet<AnyHttp2Server>();
+  private readonly open = new Map<string, Connection>();
+  private readonly perPeer = new Map<string, number>();
+  /** Sessions already being closed for abuse (their remaining frames are ignored). */
+  private readonly cut = new WeakSet<http2.ServerHttp2Session>();
+  private readonly log: Logger;
+  private closed = false;
+
+  constructor(
+    private readonly limits: ConnectionLimits,
+    private readonly deps: { logger: Logger; metrics: SecurityMetrics },
+  ) {
+    this.log = deps.logger.child({ component: 'connections' });
+  }
+
+  /** Starts guarding every listener of a bound grpc.Server (call right after bindAsync succeeds). */
+  attach(server: grpc.Server): void {
+    for (const h2 of http2ServersOf(server)) {
+      if (this.attached.has(h2)) continue;
+      this.attached.add(h2);
+      // First in line: a refused connection never reaches TLS or HTTP/2.
+      h2.prependListener('connection', (socket: net.Socket) => this.onConnection(socket));
+      h2.on('session', (session: http2.ServerHttp2Session) => this.onSession(session));
+      // A hang-up before any handshake (a refused connection, a port scan) is not a failed handshake.
+      h2.on('tlsClientError', (err: NodeJS.ErrnoException) => {
+        if (err.code !== 'ECONNRESET') this.deps.metrics.tlsHandshakeFailures.inc();
+      });
+    }
+  }
+
+  private onConnection(socket: net.Socket): void {
+    const peer = peerAddress(socket);
+    const { maxConnections, maxConnectionsPerPeer } = this.limits;
+    const reason =
+      this.closed ? 'closed'
+      : maxConnections > 0 && this.open.size >= maxConnections ? 'total'
+      : maxConnectionsPerPeer > 0 && (this.perPeer.get(peer) ?? 0) >= maxConnectionsPerPeer ? 'per_peer'
+      : undefined;
+    if (reason !== undefined) {
+      if (reason !== 'closed') {
+        this.deps.metrics.connectionsRefused.inc({ reason });
+        this.log.warn({ peer, reason, open: this.open.size }, 'connection refused: limit reached');
+      }
+      socket.destroy();
+      return;
+    }
+    const key = connectionKey(socket);
+    const conn: Connection = {
+      socket,
+      peer,
+      handshakeTimer: setTimeout(() => this.cutSocket(conn, 'handshake_timeout'), this.limits.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS),
+    };
+    conn.handshakeTimer!.unref();
+    this.open.set(key, conn);
+    this.perPeer.set(peer, (this.perPeer.get(peer) ?? 0) + 1);
+    this.deps.metrics.connections.inc();
+    socket.once('close', () => {
+      clearTimeout(conn.handshakeTimer);
+      if (this.open.get(key) !== conn) return;
+      this.open.delete(key);
+      const n = (this.perPeer.get(peer) ?? 1) - 1;
+      if (n <= 0) this.perPeer.delete(peer);
+      else this.perPeer.set(peer, n);
+      this.deps.metrics.connections.dec();
+    });
+  }
+
+  private onSession(session: http2.ServerHttp2Session): void {
+    const socket = session.socket;
+    const conn = socket ? this.open.get(connectionKey(socket)) : undefined;
+    if (conn) {
+      clearTimeout(conn.handshakeTimer);
+      conn.handshakeTimer = undefined;
+      conn.session = session;
+    }
+    const peer = conn?.peer ?? (socket ? peerAddress(socket as net.Socket) : 'unknown');
+    const cut = (reason: CutReason): void => this.cutSession(session, peer, reason);
+
+    const { minPingIntervalMs } = this.limits;
+    if (minPingIntervalMs > 0) {
+      let lastPing = -Infinity;
+      let strikes = 0;
+      session.on('ping', () => {
+        const now = performance.now();
+        if (now - lastPing < minPingIntervalMs) {
+          if (++strikes > MAX_PING_STRIKES) cut('ping_flood');
+        } else {
+          strikes = 0;
+        }
+        lastPing = now;
+      });
+    }
+
+    const settings = new TokenBucket(SETTINGS_PER_SECOND, SETTINGS_BURST);
+    session.on('remoteSettings', () => {
+      if (!settings.take()) cut('settings_flood');
+    });
+
+    const resets = new TokenBucket(RESETS_PER_SECOND, RESET_BURST);
+    session.on('stream', (stream: http2.ServerHttp2Stream) => {
+      stream.once('close', () => {
+        if (stream.rstCode !== undefined && stream.rstCode !== http2.constants.NGHTTP2_NO_ERROR && !resets.take()) cut('rapid_reset');
+      });
+      // Our side is done (status sent). grpc-js refuses a message announced above
+      // the receive limit as soon as its 5-byte prefix arrives, ending that stream
+      // only; an announcement of several times the limit is no mistake but a probe,
+      // and the connection goes too.
+      stream.once('finish', () => {
+        const declared = oversizeRefusal(stream.sentTrailers ?? stream.sentHeaders);
+        if (declared === undefined) return;
+        this.deps.metrics.limitExceeded.inc({ limit: 'request_size' });
+        if (declared.size >= OVERSIZE_CUT_FACTOR * declared.limit) cut('oversized_message');
+      });
+    });
+  }
+
+  private cutSession(session: http2.ServerHttp2Session, peer: string, reason: CutReason): void {
+    if (session.destroyed || this.cut.has(session)) return;
+    this.cut.add(session);
+    this.deps.metrics.connectionsCut.inc({ reason });
+    this.log.warn({ peer, reason }, 'connection closed: HTTP/2 abuse');
+    try {
+      session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, 0, Buffer.from(reason === 'ping_flood' ? 'too_many_pings' : reason));
+    } catch {
+      // already going away
+    }
+    // Give the GOAWAY a moment to leave, then drop everything, open streams included.
+    setTimeout(() => session.destroy(), 50).unref();
+  }
+
+  private cutSocket(conn: Connection, reason: CutReason): void {
+    conn.handshakeTimer = undefined;
+    if (conn.session || conn.socket.destroyed) return;
+    this.deps.metrics.connectionsCut.inc({ reason });
+    this.log.warn({ peer: conn.peer, reason }, 'connection closed: no TLS handshake in time');
+    conn.socket.destroy();
+  }
+
+  /** Stops admitting connections (existing ones are left to the server's shutdown). */
+  close(): void {
+    this.closed = true;
+    for (const c of this.open.values()) clearTimeout(c.handshakeTimer);
+  }
+}

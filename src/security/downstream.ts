@@ -1,0 +1,49 @@
+/**
+ * Everything the downstream listener needs from the security options, in one
+ * place so the server code stays a few lines: credentials (plaintext, TLS or
+ * mTLS with reloading certificates), the grpc-js options that carry the
+ * connection limits, and the ConnectionGuard to attach once bound.
+ */
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from '../log';
+import type { RelayMetrics } from '../metrics';
+import type { SecuritySettings } from './config';
+import { ConnectionGuard } from './connection-guard';
+import { DEFAULT_LIMITS } from './limits';
+import { createDownstreamTls } from './tls';
+
+export interface DownstreamSecurity {
+  readonly credentials: grpc.ServerCredentials;
+  /** grpc-js server options: max concurrent streams, idle timeout. */
+  readonly serverOptions: grpc.ServerOptions;
+  /** Call once the grpc.Server is bound: starts the connection limits and abuse checks. */
+  onBound(server: grpc.Server): void;
+  /** Stops the file watchers and admitting connections. */
+  close(): void;
+}
+
+export function createDownstreamSecurity(
+  settings: SecuritySettings | undefined,
+  deps: { logger: Logger; metrics: RelayMetrics },
+): DownstreamSecurity {
+  const limits = settings?.limits ?? DEFAULT_LIMITS;
+  const sec = deps.metrics.security;
+  const tls = settings?.tls
+    ? createDownstreamTls(settings.tls, {
+        logger: deps.logger,
+        onReload: (result) => sec.reloads.inc({ file: 'tls', result }),
+      })
+    : null;
+  const serverOptions: grpc.ServerOptions = { 'grpc.max_concurrent_streams': limits.maxConcurrentStreams };
+  if (limits.maxConnectionIdleMs > 0) serverOptions['grpc.max_connection_idle_ms'] = limits.maxConnectionIdleMs;
+  const guard = new ConnectionGuard(limits, { logger: deps.logger, metrics: sec });
+  return {
+    credentials: tls?.credentials ?? grpc.ServerCredentials.createInsecure(),
+    serverOptions,
+    onBound: (server) => guard.attach(server),
+    close: () => {
+      guard.close();
+      tls?.close();
+    },
+  };
+}

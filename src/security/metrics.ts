@@ -1,0 +1,69 @@
+import * as client from 'prom-client';
+
+/**
+ * Security and abuse metrics, on the relay's registry (RelayMetrics.security).
+ * Labels are small fixed sets; `authority` is only ever a configured authority
+ * name, `(default)` for legacy names, or `other` for a name no upstream serves.
+ */
+export class SecurityMetrics {
+  /** Phase 2 (the hub's join check): subscriptions the policy refused. */
+  readonly deniedSubscriptions: client.Counter<'authority'>;
+  /** Per-stream limits hit: request_size (ConnectionGuard); subscriptions_per_stream, name_length, subscription_rate (phase 2). */
+  readonly limitExceeded: client.Counter<'limit'>;
+  readonly connectionsRefused: client.Counter<'reason'>;
+  readonly connectionsCut: client.Counter<'reason'>;
+  readonly connections: client.Gauge;
+  readonly tlsHandshakeFailures: client.Counter;
+  readonly reloads: client.Counter<'file' | 'result'>;
+  readonly adminRefused: client.Counter<'status'>;
+
+  constructor(registry: client.Registry) {
+    const registers = [registry];
+    this.deniedSubscriptions = new client.Counter({
+      name: 'xdstp_relay_denied_subscriptions_total',
+      help: 'Subscriptions the authorization policy refused (answered as removed, never delivered), by authority.',
+      labelNames: ['authority'],
+      registers,
+    });
+    this.limitExceeded = new client.Counter({
+      name: 'xdstp_relay_limit_exceeded_total',
+      help: 'Streams ended with RESOURCE_EXHAUSTED because they exceeded a per-stream limit, by limit.',
+      labelNames: ['limit'],
+      registers,
+    });
+    this.connectionsRefused = new client.Counter({
+      name: 'xdstp_relay_connections_refused_total',
+      help: 'Downstream connections closed on arrival: over --max-connections (total) or --max-connections-per-peer (per_peer).',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.connectionsCut = new client.Counter({
+      name: 'xdstp_relay_connections_cut_total',
+      help: 'Downstream connections closed for HTTP/2 abuse: ping_flood, settings_flood, rapid_reset, oversized_message, handshake_timeout.',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.connections = new client.Gauge({
+      name: 'xdstp_relay_downstream_connections',
+      help: 'Open downstream TCP connections (with or without streams).',
+      registers,
+    });
+    this.tlsHandshakeFailures = new client.Counter({
+      name: 'xdstp_relay_tls_handshake_failures_total',
+      help: 'Downstream TLS handshakes that failed (e.g. no or untrusted client certificate under mTLS).',
+      registers,
+    });
+    this.reloads = new client.Counter({
+      name: 'xdstp_relay_reloads_total',
+      help: 'Reloads of watched files (tls, policy, admin_token) by result (ok, error: previous version kept).',
+      labelNames: ['file', 'result'],
+      registers,
+    });
+    this.adminRefused = new client.Counter({
+      name: 'xdstp_relay_admin_refused_total',
+      help: 'Admin requests refused: 401 (missing or wrong bearer token), 403 (not loopback and no token configured).',
+      labelNames: ['status'],
+      registers,
+    });
+  }
+}
