@@ -18,7 +18,7 @@ export const DEFAULTS = {
   maxResponseBytes: 4 * 1024 * 1024,
   maxRequestBytes: 16 * 1024 * 1024,
 } as const;
-import { checkSecurity, type SecuritySettings } from './security/config';
+import { checkSecurity, type SecurityRawOptions, type SecuritySettings } from './security/config';
 import type { UpstreamTlsSpec } from './security/tls';
 
 /** One upstream authority: its name and the ordered list of servers that speak for it. */
@@ -84,7 +84,7 @@ export class ConfigError extends Error {
 const AUTHORITY_NAME = /^[^\s/?#=,]*$/;
 
 /** Raw option values as they come from flags, env or the config file. */
-export interface RawOptions {
+export interface RawOptions extends SecurityRawOptions {
   listen?: unknown;
   admin?: unknown;
   authority?: unknown;
@@ -102,24 +102,6 @@ export interface RawOptions {
   maxConnectionAgeGrace?: unknown;
   maxResponseBytes?: unknown;
   maxRequestBytes?: unknown;
-  tlsCert?: unknown;
-  tlsKey?: unknown;
-  tlsClientCa?: unknown;
-  upstreamTlsCa?: unknown;
-  upstreamTlsCert?: unknown;
-  upstreamTlsKey?: unknown;
-  upstreamTlsServerName?: unknown;
-  policy?: unknown;
-  adminToken?: unknown;
-  maxConcurrentStreams?: unknown;
-  maxConnections?: unknown;
-  maxConnectionsPerPeer?: unknown;
-  minPingInterval?: unknown;
-  maxConnectionIdle?: unknown;
-  maxSubscriptionsPerStream?: unknown;
-  maxNameLength?: unknown;
-  subscriptionRate?: unknown;
-  subscriptionBurst?: unknown;
 }
 
 /** Hides the password of a connection string in messages. */

@@ -42,14 +42,5 @@ export function fmtRatio(x: number | undefined): string {
   return x === undefined || !Number.isFinite(x) ? 'n/a' : `${x.toFixed(2)}×`;
 }
 
-/** Deterministic PRNG (mulberry32). */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Deterministic PRNG (mulberry32), the same the tests use. */
+export { prng } from '../../test/support/prng';
