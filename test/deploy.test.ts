@@ -236,6 +236,25 @@ test('compose has Redis, an example origin, two relays and Prometheus scraping t
   for (const v of mounts) assert.ok(fs.existsSync(path.resolve(DEPLOY, v.split(':')[0]!)), `${v} exists`);
 });
 
+test('compose puts HAProxy (deploy/haproxy/haproxy.cfg) in front of both relays: clients have one address', T, () => {
+  const { services } = compose();
+  const lb = services.haproxy;
+  assert.ok(lb, 'service haproxy');
+  assert.match(String(lb.image), /^haproxy:/);
+  const mounts = arr(lb.volumes, 'haproxy volumes').map(String);
+  assert.ok(mounts.includes('./haproxy/haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro'), mounts.join(', '));
+  assert.ok(arr(lb.ports, 'haproxy ports').map(String).includes('18000:18000'));
+  for (const name of ['relay-1', 'relay-2']) {
+    const ports = arr(services[name]!.ports, `${name} ports`).map(String);
+    assert.ok(!ports.some((p) => p.endsWith(':18000')), `${name} publishes no client port of its own: ${ports}`);
+  }
+  const cfg = fs.readFileSync(path.join(DEPLOY, 'haproxy', 'haproxy.cfg'), 'utf8');
+  assert.match(cfg, /^\s*mode tcp$/m, 'TCP mode: gRPC streams pass through untouched');
+  assert.match(cfg, /^\s*http-check send meth GET uri \/readyz\b/m, 'readiness from /readyz');
+  assert.match(cfg, /^\s*default-server .*\bcheck\b.*\bport 9901\b/m, 'checked on the admin port');
+  for (const name of ['relay-1', 'relay-2']) assert.match(cfg, new RegExp(`^\\s*server ${name} ${name}:18000\\b`, 'm'));
+});
+
 test('the compose services run configurations that `xdstp-relay validate` accepts', T, async () => {
   const { services } = compose();
   const help = await runCliToExit(['--help']);
