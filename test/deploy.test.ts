@@ -12,6 +12,7 @@ import * as path from 'node:path';
 import YAML from 'yaml';
 import { RelayMetrics } from '../src/metrics';
 import { runCliToExit } from './support/cli';
+import { METRIC_TOKEN, dashboardExprs } from './support/deploy-files';
 
 const T = { timeout: 30_000 };
 /** dist/test/deploy.test.js → the repository root. */
@@ -66,7 +67,6 @@ async function exposedSeries(): Promise<Set<string>> {
   return names;
 }
 
-const METRIC_TOKEN = /\bxdstp_relay_[a-zA-Z0-9_]+/g;
 
 // ------------------------------------------------------------------ Kubernetes
 
@@ -301,23 +301,6 @@ test('the Dockerfile is multi-stage, runs node dist/src/cli.js as a non-root use
 });
 
 // ------------------------------------------------------- dashboard and alerts
-
-function dashboardExprs(): string[] {
-  const dash = obj(JSON.parse(fs.readFileSync(path.join(DEPLOY, 'grafana', 'dashboards', 'xdstp-relay.json'), 'utf8')), 'dashboard');
-  const exprs: string[] = [];
-  const walk = (v: unknown): void => {
-    if (Array.isArray(v)) v.forEach(walk);
-    else if (v && typeof v === 'object') {
-      for (const [k, x] of Object.entries(v)) {
-        if ((k === 'expr' || k === 'query' || k === 'definition') && typeof x === 'string') exprs.push(x);
-        else walk(x);
-      }
-    }
-  };
-  walk(dash.panels);
-  walk(dash.templating);
-  return exprs;
-}
 
 test('the Grafana dashboard refers only to metrics that exist', T, async () => {
   const exposed = await exposedSeries();
