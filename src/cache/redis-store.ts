@@ -793,9 +793,9 @@ export class RedisStore implements SharedStore {
  * their own password get it via `opts.sentinelPassword`. Ports default to 26379
  * for sentinels and 6379 otherwise; IPv6 hosts go in brackets (`[::1]:6379`).
  * Userinfo parts are percent-decoded. A string[] is a cluster node list.
- * (The sentinel form was checked by hand against `redis-server --sentinel`
- * monitoring a `requirepass` master: round trip in the given db; the test
- * suite has no sentinel test.)
+ * (test/redis-sentinel.test.ts runs the sentinel form against real
+ * redis-sentinel processes through a failover; a `requirepass` master was
+ * checked by hand.)
  */
 export function createRedisStore(spec: string | string[], opts: Omit<RedisStoreOptions, 'url' | 'cluster' | 'sentinel'> = {}): RedisStore {
   return new RedisStore({ ...opts, ...parseRedisSpec(spec) });
