@@ -2,10 +2,11 @@
  * Scenario 7: the Redis path, against the same redis-server's own speed in
  * the same run. Per round (medians over rounds are reported):
  *
- *  - baselines: `redis-benchmark -t set -d 1024 -P 16` and `-t get …` (ops/s),
- *    and a bare warm pass over the stored keys: `redis-cli --scan` listing
- *    them, then `redis-cli --pipe` sending one MGET per 1,000 keys and reading
- *    every reply;
+ *  - baselines: `redis-benchmark -t set -d 1024 -P 16` and `-t get …` (ops/s;
+ *    the targets' baselines: one key, written or read over and over), the same
+ *    with `-r N` (N distinct keys, what the store touches; for context), and a
+ *    bare warm pass over the stored keys: `redis-cli --scan` listing them, then
+ *    `redis-cli --pipe` sending one MGET per 1,000 keys and reading every reply;
  *  - `RedisStore.write` of N resources of 1 KB, one `write()` per upstream
  *    response of 1,000 without awaiting it, as the hub does, until every one
  *    has resolved (reached Redis);
@@ -38,10 +39,21 @@ function which(cmd: string): boolean {
   return spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 }
 
-function resourceAt(i: number, payload: Buffer): StoredResource {
+function resourceAt(i: number, payload: Buffer, version = 'v1'): StoredResource {
   const g = Math.floor(i / PER_GLOB);
   const key = urn(`warm/g${g}/r${i}`);
-  return { key, typeUrl: TYPE_URL, version: 'v1', resource: encodeResource(key, 'v1', payload), glob: urn(`warm/g${g}/*`) };
+  return { key, typeUrl: TYPE_URL, version, resource: encodeResource(key, version, payload), glob: urn(`warm/g${g}/*`) };
+}
+
+/** The push as upstream responses of BATCH resources each. */
+function pushOf(total: number, payload: Buffer, version: string): StoredResource[][] {
+  const batches: StoredResource[][] = [];
+  for (let i = 0; i < total; i += BATCH) {
+    const put: StoredResource[] = [];
+    for (let j = i; j < Math.min(total, i + BATCH); j++) put.push(resourceAt(j, payload, version));
+    batches.push(put);
+  }
+  return batches;
 }
 
 /** Runs a command pinned to the load core; resolves its stdout when it exits (killed after 120 s). */
@@ -60,8 +72,11 @@ function run(cmd: string, args: string[], stdin?: Buffer): Promise<{ out: string
   );
 }
 
-async function redisBenchmark(port: number, test: 'set' | 'get', n: number): Promise<number> {
-  const { out } = await run('redis-benchmark', ['-h', '127.0.0.1', '-p', String(port), '-t', test, '-d', '1024', '-P', '16', '-q', '-n', String(n)]);
+/** `redis-benchmark -t <test> -d 1024 -P 16` ops/s; with `keyspace`, over that many random keys (`-r`) instead of one. */
+async function redisBenchmark(port: number, test: 'set' | 'get', n: number, keyspace?: number): Promise<number> {
+  const args = ['-h', '127.0.0.1', '-p', String(port), '-t', test, '-d', '1024', '-P', '16', '-q', '-n', String(n)];
+  if (keyspace !== undefined) args.push('-r', String(keyspace));
+  const { out } = await run('redis-benchmark', args);
   // "SET: 312500.00 requests per second, p50=…" (progress lines are \r-separated; the summary is last).
   const re = new RegExp(`${test.toUpperCase()}: ([\\d.]+) requests per second`, 'g');
   const all = [...out.matchAll(re)];
@@ -118,8 +133,11 @@ async function barePass(port: number, pattern: string): Promise<{ ms: number; ke
 interface Round {
   setPerSec: number;
   getPerSec: number;
+  setSpreadPerSec: number;
+  getSpreadPerSec: number;
   writeRate: number;
   writeSecs: number;
+  updateRate: number;
   commandsPerResource: number;
   warmRate: number;
   warmSecs: number;
@@ -156,27 +174,35 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
 
   const payload = payloadOf(ctx.payloadBytes);
   const rounds: Round[] = [];
+  const n = TOTAL.toLocaleString('en-US');
   let dbsize = 0;
   let redisRss = NaN;
   for (let round = 0; round < ROUNDS; round++) {
     cli(port, 'flushall');
-    const setPerSec = await redisBenchmark(port, 'set', ctx.full ? 1_000_000 : 400_000);
-    const getPerSec = await redisBenchmark(port, 'get', ctx.full ? 1_000_000 : 400_000);
+    const ops = ctx.full ? 1_000_000 : 400_000;
+    // The targets' baselines: redis-benchmark's defaults, one key written / read over and over.
+    const setPerSec = await redisBenchmark(port, 'set', ops);
+    const getPerSec = await redisBenchmark(port, 'get', ops);
+    // For context: the same over TOTAL distinct keys (-r), what a store of TOTAL resources touches.
+    cli(port, 'flushall');
+    const setSpreadPerSec = await redisBenchmark(port, 'set', ops, TOTAL);
+    const getSpreadPerSec = await redisBenchmark(port, 'get', ops, TOTAL);
     cli(port, 'flushall');
     cli(port, 'config', 'resetstat');
 
     // Writes: one write() per upstream response, not awaited (the hub doesn't), until all reached Redis.
-    const batches: StoredResource[][] = [];
-    for (let i = 0; i < TOTAL; i += BATCH) {
-      const put: StoredResource[] = [];
-      for (let j = i; j < Math.min(TOTAL, i + BATCH); j++) put.push(resourceAt(j, payload));
-      batches.push(put);
-    }
+    // First push: every key new. Then an update push: every resource at a new version.
+    let batches = pushOf(TOTAL, payload, 'v1');
     const commandsBefore = commandsExecuted(port);
     const t0 = process.hrtime.bigint();
     await Promise.all(batches.map((put) => store.write({ put, remove: [], absent: [] })));
     const writeSecs = Number(process.hrtime.bigint() - t0) / 1e9;
     const commandsPerResource = (commandsExecuted(port) - commandsBefore - 1) / TOTAL; // -1: the INFO itself
+    batches = pushOf(TOTAL, payload, 'v2');
+    const t2 = process.hrtime.bigint();
+    await Promise.all(batches.map((put) => store.write({ put, remove: [], absent: [] })));
+    const updateSecs = Number(process.hrtime.bigint() - t2) / 1e9;
+    batches = [];
     dbsize = Number(cli(port, 'dbsize'));
     const stored = Number(cli(port, 'eval', `return #redis.call('keys', ARGV[1])`, '0', pattern));
     if (stored !== TOTAL) throw new Error(`store.write left ${stored} of ${TOTAL} records in Redis`);
@@ -195,8 +221,11 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
     const r: Round = {
       setPerSec,
       getPerSec,
+      setSpreadPerSec,
+      getSpreadPerSec,
       writeRate: TOTAL / writeSecs,
       writeSecs,
+      updateRate: TOTAL / updateSecs,
       commandsPerResource,
       warmRate: loaded / warmSecs,
       warmSecs,
@@ -232,7 +261,7 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
     }
     rounds.push(r);
     ctx.log(
-      `  round ${round + 1}/${ROUNDS}: SET ${fmt(setPerSec)}/s, GET ${fmt(getPerSec)}/s; store.write ${fmt(r.writeRate)}/s ` +
+      `  round ${round + 1}/${ROUNDS}: SET ${fmt(setPerSec)}/s, GET ${fmt(getPerSec)}/s (over ${n} keys: ${fmt(setSpreadPerSec)}/s, ${fmt(getSpreadPerSec)}/s); store.write ${fmt(r.writeRate)}/s new, ${fmt(r.updateRate)}/s updates ` +
         `(${fmt(commandsPerResource, 3)} commands/resource); warmLoad ${fmt(r.warmRate)}/s; bare scan+MGET ${fmt(bare.ms)} ms` +
         (r.relay ? `; relay ready ${r.relay.readyMs} ms, first client ${r.relay.firstClientMs} ms (${r.relay.served ? 'served' : 'NOT served'}), all ${fmt(r.relay.cached)} in memory ${r.relay.loadedMs} ms` : ''),
     );
@@ -259,12 +288,11 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
       verdict: firstRatio < FIRST_CLIENT_TARGET && allServed ? 'met' : 'missed',
     });
   }
-  const n = TOTAL.toLocaleString('en-US');
   return {
     id: '7',
     title: `Redis path: ${n} resources of ${ctx.payloadBytes} B`,
     figures:
-      `store.write ${fmt(med((r) => r.writeRate))} resources/s (${fmt(med((r) => r.writeSecs), 2)} s for ${n}, ${fmt(med((r) => r.commandsPerResource), 3)} Redis commands per resource); ` +
+      `store.write ${fmt(med((r) => r.writeRate))} resources/s into an empty Redis (${fmt(med((r) => r.writeSecs), 2)} s for ${n}, ${fmt(med((r) => r.commandsPerResource), 3)} Redis commands per resource), ${fmt(med((r) => r.updateRate))} resources/s for an update of all ${n}; ` +
       `warmLoad ${fmt(med((r) => r.warmRate))} resources/s (${fmt(med((r) => r.warmSecs), 2)} s); ` +
       `bare redis-cli --scan (COUNT ${scanCountFlag() ? 1000 : 10}) + MGET ${fmt(med((r) => r.bareMs))} ms; ` +
       (relayRounds.length > 0
@@ -272,10 +300,11 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
         : 'relay warm start n/a (--redis not in the CLI); ') +
       `${ROUNDS} rounds`,
     ratio:
-      `store.write ÷ SET ${fmtRatio(writeRatio)} (SET ${fmt(med((r) => r.setPerSec))}/s); ` +
-      `warmLoad ÷ GET ${fmtRatio(warmRatio)} (GET ${fmt(med((r) => r.getPerSec))}/s)` +
+      `store.write ÷ SET ${fmtRatio(writeRatio)} (update push ${fmtRatio(med((r) => r.updateRate / r.setPerSec))}; SET ${fmt(med((r) => r.setPerSec))}/s); ` +
+      `warmLoad ÷ GET ${fmtRatio(warmRatio)} (GET ${fmt(med((r) => r.getPerSec))}/s); ` +
+      `over ${n} distinct keys (-r): store.write ÷ SET ${fmtRatio(med((r) => r.writeRate / r.setSpreadPerSec))}, warmLoad ÷ GET ${fmtRatio(med((r) => r.warmRate / r.getSpreadPerSec))}` +
       (relayRounds.length > 0 ? `; relay first client ÷ bare pass ${fmtRatio(firstRatio)}, all in memory ÷ bare pass ${fmtRatio(loadedRatio)}` : ''),
     targets,
-    data: { total: TOTAL, batch: BATCH, rounds, dbsize, redisRss, writeRatio, warmRatio, firstRatio, loadedRatio },
+    data: { total: TOTAL, batch: BATCH, rounds, dbsize, redisRss, writeRatio, warmRatio, firstRatio, loadedRatio, scanCount: scanCountFlag() ? 1000 : 10 },
   };
 }

@@ -38,7 +38,8 @@ export function writeRecord(out: Buffer, pos: number, r: StoredResource): number
   str(r.glob ?? '');
   out.writeDoubleBE(r.expiresAt ?? 0, pos);
   pos += 8;
-  return pos + r.resource.copy(out, pos);
+  out.set(r.resource, pos); // a plain typed-array copy: no intermediate view per record
+  return pos + r.resource.length;
 }
 
 /** The record of `r` in a buffer of its own. */

@@ -106,6 +106,7 @@ const TRANSIENT_REPLY = /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|MOVE
 const WRITE_CHUNK_ENTRIES = 1000;
 const WRITE_CHUNK_BYTES = 8 << 20;
 const WRITE_CHUNKS_IN_FLIGHT = 3;
+const WARM_FETCHES_IN_FLIGHT = 4;
 const PROBE_FAILURES_BEFORE_RECONNECT = 3;
 
 export class RedisStore implements SharedStore {
@@ -285,13 +286,14 @@ export class RedisStore implements SharedStore {
   /**
    * Warm start: streams every live resource under this prefix, in pages of
    * about `count` (SCAN MATCH `<prefix>r:{…}:*` COUNT `count` on every master,
-   * one MGET per page). Pipelined: the next SCAN and MGET are on the wire while
-   * the previous page is decoded and consumed. Waits up to `waitMs` for the
-   * first connection. Best effort: on an error or timeout it logs, counts
-   * `onError('warmLoad')` and ends early — whatever was yielded is valid, the
-   * rest is simply fetched on demand later. Expired resources are skipped.
-   * Absent markers are not returned (they are consulted on demand). Resources
-   * keep their `glob`, so the caller can rebuild glob membership from them.
+   * one MGET per page). Pipelined: the SCAN runs ahead on a second connection
+   * while up to WARM_FETCHES_IN_FLIGHT MGETs queue on the main one, so Redis
+   * reads the next pages while this process decodes one. Waits up to `waitMs`
+   * for the first connection. Best effort: on an error or timeout it logs,
+   * counts `onError('warmLoad')` and ends early — whatever was yielded is
+   * valid, the rest is simply fetched on demand later. Expired resources are
+   * skipped. Absent markers are not returned (they are consulted on demand).
+   * Resources keep their `glob`, so the caller can rebuild glob membership.
    */
   async *warmLoad(opts: { count?: number; waitMs?: number } = {}): AsyncGenerator<StoredResource[], void, undefined> {
     const count = opts.count ?? 1000;
@@ -305,28 +307,15 @@ export class RedisStore implements SharedStore {
     const nodes: Redis[] = this.isCluster ? (this.client as Cluster).nodes('master') : [this.client as Redis];
     const pattern = this.keys.resourcePattern();
     let total = 0;
-    type Fetch = { names: string[]; values: Promise<Array<Buffer | null> | typeof FAILED> };
-    const decodePage = (f: Fetch, values: Array<Buffer | null>): StoredResource[] => {
-      const batch: StoredResource[] = [];
-      f.names.forEach((key, i) => {
-        const v = values[i];
-        // A warm page keeps nearly every byte of the socket chunks it came in: no copy.
-        const r = v ? this.decode(key, v, false) : undefined;
-        if (r) batch.push(r);
-      });
-      return batch;
-    };
     for (const node of nodes) {
-      const scan = (cursor: string): Promise<[string, string[]] | typeof FAILED> =>
-        this.guard('warmLoad', node.scan(cursor, 'MATCH', pattern, 'COUNT', count), this.warmTimeoutMs);
-      let nextPage: Promise<[string, string[]] | typeof FAILED> | undefined = scan('0');
-      let inFlight: Fetch | undefined;
-      while (nextPage !== undefined || inFlight !== undefined) {
-        let fetch: Fetch | undefined;
-        if (nextPage !== undefined) {
-          const page: [string, string[]] | typeof FAILED = await nextPage;
+      const scanner = await this.scanConnection(node);
+      try {
+        const fetches: Array<{ names: string[]; values: Promise<Array<Buffer | null> | typeof FAILED> }> = [];
+        let cursor = '0';
+        do {
+          const page = await this.guard('warmLoad', scanner.scan(cursor, 'MATCH', pattern, 'COUNT', count), this.warmTimeoutMs);
           if (page === FAILED) return this.warmAborted(total);
-          nextPage = page[0] === '0' || this.closed ? undefined : scan(page[0]);
+          cursor = page[0];
           const names: string[] = [];
           const redisKeys: string[] = [];
           for (const redisKey of page[1]) {
@@ -335,23 +324,51 @@ export class RedisStore implements SharedStore {
             names.push(key);
             redisKeys.push(redisKey);
           }
-          if (names.length > 0) fetch = { names, values: this.fetchRecords(node, redisKeys) };
-        }
-        // Decode the previous page while this one's MGET is on the wire.
-        if (inFlight !== undefined) {
-          const values = await inFlight.values;
-          if (values === FAILED) return this.warmAborted(total);
-          const batch = decodePage(inFlight, values);
-          if (batch.length > 0) {
-            total += batch.length;
-            yield batch;
+          if (names.length > 0) fetches.push({ names, values: this.fetchRecords(node, redisKeys) });
+          // Decode the oldest page once enough are queued (or the scan is over).
+          while (fetches.length >= WARM_FETCHES_IN_FLIGHT || (cursor === '0' && fetches.length > 0)) {
+            const f = fetches.shift()!;
+            const values = await f.values;
+            if (values === FAILED) return this.warmAborted(total);
+            const batch: StoredResource[] = [];
+            f.names.forEach((key, i) => {
+              const v = values[i];
+              // A warm page keeps nearly every byte of the socket chunks it came in: no copy.
+              const r = v ? this.decode(key, v, false) : undefined;
+              if (r) batch.push(r);
+            });
+            if (batch.length > 0) {
+              total += batch.length;
+              yield batch;
+            }
+            if (this.closed) return;
           }
-        }
-        inFlight = fetch;
-        if (this.closed) return;
+        } while (cursor !== '0' && !this.closed);
+      } finally {
+        if (scanner !== node) scanner.disconnect();
       }
     }
     this.log?.info({ resources: total }, 'redis warm load done');
+  }
+
+  /**
+   * A second connection to `node` for the warm start's SCAN, so its small
+   * replies never wait behind the large MGET replies of the main connection.
+   * Falls back to `node` itself when it can't connect quickly.
+   */
+  private async scanConnection(node: Redis): Promise<Redis> {
+    const dup = node.duplicate();
+    dup.on('error', () => undefined);
+    const ready = await new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), Math.min(this.warmTimeoutMs, 2000));
+      dup.once('ready', () => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+    if (ready && !this.closed) return dup;
+    dup.disconnect();
+    return node;
   }
 
   /** Values of `redisKeys` on one node: one MGET, or in a cluster one MGET per slot (hash tag), pipelined. */

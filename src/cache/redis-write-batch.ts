@@ -25,7 +25,7 @@
  */
 import { recordSize, writeRecord } from './redis-record';
 import { TAG_LENGTH, isGlobKey, parentGlobOf, tagOf, tagOfSource, tagSourceOf, type RedisKeyLayout } from './redis-keys';
-import { RespCommand, type BufferPool, type RawCommand } from './resp';
+import { RespCommand, writeAscii, type BufferPool, type RawCommand } from './resp';
 import type { StoredResource } from './types';
 
 /** One coalesced pending operation, keyed by the URN / glob key it is about. */
@@ -54,11 +54,12 @@ class KeyWriter {
     }
     let at = cmd.beginArg(this.prefix.length + 5 + TAG_LENGTH + keyLen);
     const b = cmd.target;
-    at += this.prefix.copy(b, at);
+    b.set(this.prefix, at);
+    at += this.prefix.length;
     b[at++] = kind.charCodeAt(0);
     b[at++] = 0x3a; // ':'
     b[at++] = 0x7b; // '{'
-    at += b.write(tag, at, 'latin1');
+    at = writeAscii(b, at, tag);
     b[at++] = 0x7d; // '}'
     b[at++] = 0x3a; // ':'
     at += b.write(key, at, 'utf8');

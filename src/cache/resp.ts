@@ -20,6 +20,27 @@ const POOL_MAX_BUFFERS = 16;
 /** Room before the arguments for `*<n>\r\n$<len>\r\n<NAME>\r\n`, written last. */
 const HEAD_ROOM = 48;
 
+/** Writes a non-negative integer in decimal at `pos`; returns the end. (Called several times per record: no string.) */
+export function writeDecimal(b: Buffer, pos: number, n: number): number {
+  if (n < 10) {
+    b[pos] = 0x30 + n;
+    return pos + 1;
+  }
+  let digits = 1;
+  for (let x = n; x >= 10; x = Math.floor(x / 10)) digits++;
+  for (let i = pos + digits - 1; i >= pos; i--) {
+    b[i] = 0x30 + (n % 10);
+    n = Math.floor(n / 10);
+  }
+  return pos + digits;
+}
+
+/** Writes an ASCII string (a hash tag, a fixed word) at `pos`; returns the end. */
+export function writeAscii(b: Buffer, pos: number, s: string): number {
+  for (let i = 0; i < s.length; i++) b[pos + i] = s.charCodeAt(i);
+  return pos + s.length;
+}
+
 /** A few large buffers kept between chunks (allocating fresh megabytes costs page faults each time). */
 export class BufferPool {
   private readonly free: Buffer[] = [];
@@ -73,7 +94,7 @@ export class RespCommand {
   beginArg(len: number): number {
     this.room(len + 16);
     this.buf[this.pos++] = 0x24; // '$'
-    this.pos += this.buf.write(String(len), this.pos, 'latin1');
+    this.pos = writeDecimal(this.buf, this.pos, len);
     this.buf[this.pos++] = 0x0d;
     this.buf[this.pos++] = 0x0a;
     this.argc++;
