@@ -81,7 +81,7 @@ const GROUPS: ScenarioGroup[] = [
   { ids: ['4'], name: 'idle memory', timeoutMs: (f) => (f ? 600_000 : 60_000), run: async (c) => [await runIdle(c)] },
   { ids: ['5'], name: 'dedup', timeoutMs: (f) => (f ? 300_000 : 45_000), run: async (c) => [await runDedup(c)] },
   { ids: ['6'], name: 'sustained churn', timeoutMs: (f) => (f ? 600_000 : 75_000), run: async (c) => [await runChurn(c)] },
-  { ids: ['7'], name: 'redis path', timeoutMs: (f) => (f ? 300_000 : 45_000), run: async (c) => [await runRedis(c)] },
+  { ids: ['7'], name: 'redis path', timeoutMs: (f) => (f ? 600_000 : 120_000), run: async (c) => [await runRedis(c)] },
 ];
 
 function machine(): Record<string, unknown> {

@@ -14,6 +14,7 @@ import { RelayMetrics } from '../src/metrics';
 import { spawnSync } from 'node:child_process';
 import { opensslSkip } from './support/certs';
 import { runCliToExit } from './support/cli';
+import { METRIC_TOKEN, dashboardExprs } from './support/deploy-files';
 
 const T = { timeout: 30_000 };
 /** dist/test/deploy.test.js → the repository root. */
@@ -68,7 +69,6 @@ async function exposedSeries(): Promise<Set<string>> {
   return names;
 }
 
-const METRIC_TOKEN = /\bxdstp_relay_[a-zA-Z0-9_]+/g;
 
 // ------------------------------------------------------------------ Kubernetes
 
@@ -294,6 +294,25 @@ test('compose has Redis, an example origin, two relays and Prometheus scraping t
   for (const v of mounts) assert.ok(fs.existsSync(path.resolve(DEPLOY, v.split(':')[0]!)), `${v} exists`);
 });
 
+test('compose puts HAProxy (deploy/haproxy/haproxy.cfg) in front of both relays: clients have one address', T, () => {
+  const { services } = compose();
+  const lb = services.haproxy;
+  assert.ok(lb, 'service haproxy');
+  assert.match(String(lb.image), /^haproxy:/);
+  const mounts = arr(lb.volumes, 'haproxy volumes').map(String);
+  assert.ok(mounts.includes('./haproxy/haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro'), mounts.join(', '));
+  assert.ok(arr(lb.ports, 'haproxy ports').map(String).includes('18000:18000'));
+  for (const name of ['relay-1', 'relay-2']) {
+    const ports = arr(services[name]!.ports, `${name} ports`).map(String);
+    assert.ok(!ports.some((p) => p.endsWith(':18000')), `${name} publishes no client port of its own: ${ports}`);
+  }
+  const cfg = fs.readFileSync(path.join(DEPLOY, 'haproxy', 'haproxy.cfg'), 'utf8');
+  assert.match(cfg, /^\s*mode tcp$/m, 'TCP mode: gRPC streams pass through untouched');
+  assert.match(cfg, /^\s*http-check send meth GET uri \/readyz\b/m, 'readiness from /readyz');
+  assert.match(cfg, /^\s*default-server .*\bcheck\b.*\bport 9901\b/m, 'checked on the admin port');
+  for (const name of ['relay-1', 'relay-2']) assert.match(cfg, new RegExp(`^\\s*server ${name} ${name}:18000\\b`, 'm'));
+});
+
 test('the compose services run configurations that `xdstp-relay validate` accepts, with the certificates its certs service makes', { ...T, skip: opensslSkip('compose certificate check') }, async () => {
   const { services } = compose();
   const doc = readYamlDocs(path.join(DEPLOY, 'compose.yaml'))[0]!;
@@ -365,23 +384,6 @@ test('the Dockerfile is multi-stage, runs node dist/src/cli.js as a non-root use
 });
 
 // ------------------------------------------------------- dashboard and alerts
-
-function dashboardExprs(): string[] {
-  const dash = obj(JSON.parse(fs.readFileSync(path.join(DEPLOY, 'grafana', 'dashboards', 'xdstp-relay.json'), 'utf8')), 'dashboard');
-  const exprs: string[] = [];
-  const walk = (v: unknown): void => {
-    if (Array.isArray(v)) v.forEach(walk);
-    else if (v && typeof v === 'object') {
-      for (const [k, x] of Object.entries(v)) {
-        if ((k === 'expr' || k === 'query' || k === 'definition') && typeof x === 'string') exprs.push(x);
-        else walk(x);
-      }
-    }
-  };
-  walk(dash.panels);
-  walk(dash.templating);
-  return exprs;
-}
 
 test('the Grafana dashboard refers only to metrics that exist', T, async () => {
   const exposed = await exposedSeries();

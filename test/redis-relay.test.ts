@@ -19,6 +19,7 @@ import { DeltaClient } from './support/delta-client';
 import { LISTENER, keyOf, xdstp } from './support/names';
 import { TestOrigin } from './support/origin';
 import { freePort } from './support/ports';
+import { storedVersion } from './support/redis-records';
 import { RedisServer, redisSkip } from './support/redis-server';
 
 const skip = redisSkip('relay + Redis tests');
@@ -172,12 +173,6 @@ async function withEnv(body: (env: Env) => Promise<void>): Promise<void> {
   } finally {
     await env.cleanup();
   }
-}
-
-/** Version of `name` stored in Redis under `prefix`, or undefined. */
-async function storedVersion(raw: Redis, prefix: string, name: string): Promise<string | undefined> {
-  const v = await raw.hget(new RedisKeyLayout(prefix).resource(keyOf(name)), 'version');
-  return v ?? undefined;
 }
 
 function waitStored(raw: Redis, prefix: string, name: string, version: string, timeoutMs = 5000): Promise<true> {

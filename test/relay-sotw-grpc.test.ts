@@ -16,7 +16,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import Redis from 'ioredis';
-import { RedisKeyLayout } from '../src/cache/redis-keys';
 import { legacyKey } from '../src/hub/routing';
 import { spawnCli, type SpawnedCli } from './support/cli';
 import { DeltaClient } from './support/delta-client';
@@ -45,6 +44,7 @@ import { TestOrigin } from './support/origin';
 import { freePort } from './support/ports';
 import { RedisServer, redisSkip } from './support/redis-server';
 import { sleep } from './support/wait';
+import { storedVersion } from './support/redis-records';
 import { fetchStatus, streamsOf } from './support/csds';
 import { pollUntil } from './support/admin';
 
@@ -397,13 +397,12 @@ describe('gRPC proxyless clients through the relay (SotW ADS)', () => {
 
 /** Wait until the relay has written the whole chain (version v1) to Redis under `prefix`. */
 async function waitStored(raw: Redis, prefix: string, names: ChainNames, timeoutMs = 5000): Promise<void> {
-  const layout = new RedisKeyLayout(prefix);
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const missing: string[] = [];
     for (const { typeUrl, name } of chainOf(names)) {
       const key = isXdstp(name) ? keyOf(name) : legacyKey(typeUrl, name);
-      if ((await raw.hget(layout.resource(key), 'version')) !== 'v1') missing.push(name);
+      if ((await storedVersion(raw, prefix, key)) !== 'v1') missing.push(name);
     }
     if (missing.length === 0) return;
     if (Date.now() > deadline) throw new Error(`not in Redis (${prefix}) within ${timeoutMs} ms: ${missing.join(', ')}`);

@@ -80,6 +80,10 @@ export interface RelayStartOptions {
   /** Wait for /readyz (upstream connected) rather than /healthz. */
   waitReady?: boolean;
   timeoutMs?: number;
+  /** Core to pin the relay to (default SERVER_CORE). */
+  core?: number;
+  /** Interval of the readiness poll (default 50 ms). */
+  pollMs?: number;
 }
 
 /** Starts `node dist/src/cli.js …` pinned to the server core and waits until it answers. */
@@ -103,7 +107,7 @@ export async function startRelay(opts: RelayStartOptions): Promise<RelayProc> {
     ...(cliHasFlag('--max-connections-per-peer') ? ['--max-connections-per-peer', '0', '--max-connections', '0'] : []),
     ...(opts.extraArgs ?? []),
   ];
-  const child = spawnPinned(SERVER_CORE, process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: cleanEnv() });
+  const child = spawnPinned(opts.core ?? SERVER_CORE, process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: cleanEnv() });
   const lines: string[] = [];
   const keep = (d: Buffer): void => {
     for (const l of d.toString('utf8').split('\n')) if (l.trim()) lines.push(l);
@@ -138,7 +142,7 @@ export async function startRelay(opts: RelayStartOptions): Promise<RelayProc> {
       await relay.stop();
       throw new Error(`relay not ready on ${probe} within ${opts.timeoutMs ?? 15_000} ms:\n${relay.output()}`);
     }
-    await sleep(50);
+    await sleep(opts.pollMs ?? 50);
   }
 }
 

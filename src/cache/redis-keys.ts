@@ -3,12 +3,10 @@
  *
  * With prefix P (default `xdstp-relay:`) and a hash tag T (below):
  *
- *   P r:{T}:<key>        HASH  one resource. Fields (values stored as raw bytes):
- *                              version, typeUrl, resource (encoded envoy Resource,
- *                              untouched), expiresAt (decimal ms, only if TTL'd),
- *                              glob (canonical glob key, only if a glob member).
- *                              TTL'd resources carry a Redis expiry (PEXPIREAT
- *                              expiresAt).
+ *   P r:{T}:<key>        STRING one resource record (redis-record.ts): version,
+ *                              type URL, parent glob, expiry and the encoded envoy
+ *                              Resource bytes, untouched. TTL'd resources carry a
+ *                              Redis expiry (SET … PXAT expiresAt); others none.
  *   P m:{T}:<globKey>    SET   canonical keys of the glob collection's members.
  *   P a:{T}:<key>        STRING "1": upstream reported <key> (singleton URN or
  *                              glob key) as not existing ("known absent").
@@ -26,7 +24,7 @@
  * never mix data, because the full key follows the tag.
  *
  * Tag source: a collection's member set, its absent marker and all of its
- * members share one tag, so reading a glob (SMEMBERS, then HGETALL of every
+ * members share one tag, so reading a glob (SMEMBERS, then MGET of every
  * member) and writing it stay on one slot and can be pipelined in cluster mode.
  * The source is derived from the key ALONE, so `getResource(key)` finds a
  * resource without knowing whether it was stored as a glob member:
@@ -81,9 +79,24 @@ export function hashTag(source: string): string {
   return createHash('sha1').update(source).digest('hex').slice(0, TAG_LENGTH);
 }
 
+/** Recently computed tags by tag source: a glob's members all share one, so a batch hashes each glob once. */
+const tagMemo = new Map<string, string>();
+const TAG_MEMO_MAX = 16_384;
+
 /** Hash tag for any key: glob keys, resources and legacy keys alike. */
 export function tagOf(key: string): string {
-  return hashTag(tagSourceOf(key));
+  return tagOfSource(tagSourceOf(key));
+}
+
+/** Hash tag of a tag source (tagSourceOf), memoized. */
+export function tagOfSource(source: string): string {
+  let tag = tagMemo.get(source);
+  if (tag === undefined) {
+    if (tagMemo.size >= TAG_MEMO_MAX) tagMemo.clear();
+    tag = hashTag(source);
+    tagMemo.set(source, tag);
+  }
+  return tag;
 }
 
 export class RedisKeyLayout {
@@ -96,7 +109,7 @@ export class RedisKeyLayout {
     this.resourceHead = `${prefix}r:{`;
   }
 
-  /** HASH of one resource. */
+  /** STRING: the record of one resource (redis-record.ts). */
   resource(key: string, tag: string = tagOf(key)): string {
     return `${this.prefix}r:{${tag}}:${key}`;
   }

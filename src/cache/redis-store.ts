@@ -2,8 +2,13 @@
  * `RedisStore`: the shared, persistent cache tier (DESIGN.md §4, §5) on Redis
  * (standalone, Sentinel or Cluster) via ioredis.
  *
- * Key layout: see redis-keys.ts (hash per URN, set per glob, absent markers,
- * one cluster hash tag per collection).
+ * Key layout: see redis-keys.ts (a record string per URN, set per glob, absent markers,
+ * one cluster hash tag per collection); record format: redis-record.ts.
+ *
+ * Speed: a chunk of up to 1000 coalesced write operations is one pipeline of
+ * a handful of multi-key commands (MSET, DEL, SADD/SREM per glob, SET … PXAT
+ * per TTL'd resource; redis-write-batch.ts), several chunks in flight; reads
+ * are one MGET per resource, glob or warm-start page.
  *
  * Fault behaviour — Redis down or slow never blocks or fails the caller:
  *  - Every operation has its own deadline (`commandTimeoutMs`, default 250 ms,
@@ -47,7 +52,10 @@ import type { ChainableCommander, ClusterOptions, RedisOptions } from 'ioredis';
 import type { ConnectionOptions as TlsOptions } from 'node:tls';
 import type { Logger } from 'pino';
 import type { SharedStore, StoreBatch, StoredResource } from './types';
-import { DEFAULT_PREFIX, RedisKeyLayout, isGlobKey, parentGlobOf, tagOf } from './redis-keys';
+import { DEFAULT_PREFIX, RedisKeyLayout, tagOf } from './redis-keys';
+import { decodeRecord } from './redis-record';
+import { WriteBatch, type Entry } from './redis-write-batch';
+import { BufferPool, type RawCommand } from './resp';
 
 export interface RedisSentinelSpec {
   sentinels: Array<{ host: string; port: number }>;
@@ -75,7 +83,7 @@ export interface RedisStoreOptions {
   commandTimeoutMs?: number;
   /** Deadline of one write pipeline (≤ 1000 keys / 8 MiB). Default max(4 × commandTimeoutMs, 1000 ms). */
   writeTimeoutMs?: number;
-  /** Deadline of one SCAN page or HGETALL page during `warmLoad`. Default 5000 ms. */
+  /** Deadline of one SCAN page or MGET page during `warmLoad`. Default 5000 ms. */
   warmTimeoutMs?: number;
   /** TCP connect timeout. Default 2000 ms. */
   connectTimeoutMs?: number;
@@ -90,12 +98,6 @@ export interface RedisStoreOptions {
 }
 
 type Client = Redis | Cluster;
-type Op = (p: ChainableCommander) => void;
-/** One coalesced pending operation, keyed by the URN / glob key it is about. */
-type Entry =
-  | { kind: 'put'; key: string; res: StoredResource }
-  | { kind: 'remove'; key: string; glob?: string }
-  | { kind: 'absent'; key: string };
 type ExecResult = Array<[Error | null, unknown]> | null;
 
 const FAILED = Symbol('failed');
@@ -103,6 +105,8 @@ const FAILED = Symbol('failed');
 const TRANSIENT_REPLY = /^(CLUSTERDOWN|TRYAGAIN|LOADING|MASTERDOWN|READONLY|MOVED|ASK|BUSY|NOREPLICAS|OOM)\b/;
 const WRITE_CHUNK_ENTRIES = 1000;
 const WRITE_CHUNK_BYTES = 8 << 20;
+const WRITE_CHUNKS_IN_FLIGHT = 3;
+const WARM_FETCHES_IN_FLIGHT = 4;
 const PROBE_FAILURES_BEFORE_RECONNECT = 3;
 
 export class RedisStore implements SharedStore {
@@ -127,6 +131,8 @@ export class RedisStore implements SharedStore {
   private probeFailures = 0;
   private probing = false;
   private upWaiters = new Set<() => void>();
+  /** Reused buffers of the write commands (resp.ts). */
+  private readonly buffers = new BufferPool();
 
   constructor(opts: RedisStoreOptions = {}) {
     this.keys = new RedisKeyLayout(opts.prefix ?? DEFAULT_PREFIX);
@@ -224,15 +230,13 @@ export class RedisStore implements SharedStore {
   async getResource(key: string): Promise<StoredResource | 'absent' | undefined> {
     if (!this.healthy) return undefined;
     const tag = tagOf(key);
-    const p = this.client.pipeline();
-    p.hgetallBuffer(this.keys.resource(key, tag));
-    p.exists(this.keys.absent(key, tag));
-    const res = await this.exec('getResource', p, this.readTimeoutMs);
+    // One MGET: the record and the absent marker share the key's tag (one slot).
+    const res = await this.guard('getResource', this.client.mgetBuffer(this.keys.resource(key, tag), this.keys.absent(key, tag)), this.readTimeoutMs);
     if (res === FAILED) return undefined;
-    if (res[0] instanceof Error || res[1] instanceof Error) return undefined;
-    const found = this.decode(key, res[0] as Record<string, Buffer>);
+    const [record, absent] = res;
+    const found = record ? this.decode(key, record) : undefined;
     if (found) return found;
-    return res[1] === 1 ? 'absent' : undefined;
+    return absent ? 'absent' : undefined;
   }
 
   async getGlobMembers(globKey: string): Promise<StoredResource[] | 'absent' | undefined> {
@@ -247,7 +251,7 @@ export class RedisStore implements SharedStore {
     const names = head[0] as string[];
     if (names.length === 0) return head[1] === 1 ? 'absent' : undefined;
 
-    // Members normally share the glob's tag: one pipeline. Group anyway, so a
+    // Members normally share the glob's tag: one MGET. Group anyway, so a
     // member stored under another parent still reads correctly in a cluster.
     const groups = new Map<string, string[]>();
     for (const name of names) {
@@ -258,9 +262,7 @@ export class RedisStore implements SharedStore {
     }
     const parts = await Promise.all(
       [...groups].map(async ([t, members]) => {
-        const mp = this.client.pipeline();
-        for (const m of members) mp.hgetallBuffer(this.keys.resource(m, t));
-        const r = await this.exec('getGlobMembers', mp, this.readTimeoutMs);
+        const r = await this.guard('getGlobMembers', this.client.mgetBuffer(members.map((m) => this.keys.resource(m, t))), this.readTimeoutMs);
         return r === FAILED ? FAILED : { t, members, r };
       }),
     );
@@ -268,9 +270,10 @@ export class RedisStore implements SharedStore {
     const gone: string[] = [];
     for (const part of parts) {
       // a partial member list must not pass for the whole
-      if (part === FAILED || part.r.some((v) => v instanceof Error)) return undefined;
+      if (part === FAILED) return undefined;
       part.members.forEach((m, i) => {
-        const r = this.decode(m, part.r[i] as Record<string, Buffer>);
+        const v = part.r[i];
+        const r = v ? this.decode(m, v) : undefined;
         if (r) out.push(r);
         else if (part.t === gtag) gone.push(m);
       });
@@ -283,12 +286,14 @@ export class RedisStore implements SharedStore {
   /**
    * Warm start: streams every live resource under this prefix, in pages of
    * about `count` (SCAN MATCH `<prefix>r:{…}:*` COUNT `count` on every master,
-   * then one pipelined HGETALL per page). Waits up to the connect timeout for
-   * the first connection. Best effort: on an error or timeout it logs, counts
-   * `onError('warmLoad')` and ends early — whatever was yielded is valid, the
-   * rest is simply fetched on demand later. Expired resources are skipped.
-   * Absent markers are not returned (they are consulted on demand). Resources
-   * keep their `glob`, so the caller can rebuild glob membership from them.
+   * one MGET per page). Pipelined: the SCAN runs ahead on a second connection
+   * while up to WARM_FETCHES_IN_FLIGHT MGETs queue on the main one, so Redis
+   * reads the next pages while this process decodes one. Waits up to `waitMs`
+   * for the first connection. Best effort: on an error or timeout it logs,
+   * counts `onError('warmLoad')` and ends early — whatever was yielded is
+   * valid, the rest is simply fetched on demand later. Expired resources are
+   * skipped. Absent markers are not returned (they are consulted on demand).
+   * Resources keep their `glob`, so the caller can rebuild glob membership.
    */
   async *warmLoad(opts: { count?: number; waitMs?: number } = {}): AsyncGenerator<StoredResource[], void, undefined> {
     const count = opts.count ?? 1000;
@@ -303,35 +308,91 @@ export class RedisStore implements SharedStore {
     const pattern = this.keys.resourcePattern();
     let total = 0;
     for (const node of nodes) {
-      let cursor = '0';
-      do {
-        const page = await this.guard('warmLoad', node.scan(cursor, 'MATCH', pattern, 'COUNT', count), this.warmTimeoutMs);
-        if (page === FAILED) return this.warmAborted(total);
-        cursor = page[0];
-        const names: string[] = [];
-        const p = node.pipeline();
-        for (const redisKey of page[1]) {
-          const key = this.keys.keyOfResource(redisKey);
-          if (key === undefined) continue;
-          names.push(key);
-          p.hgetallBuffer(redisKey);
-        }
-        if (names.length === 0) continue;
-        const res = await this.exec('warmLoad', p, this.warmTimeoutMs);
-        if (res === FAILED) return this.warmAborted(total);
-        const batch: StoredResource[] = [];
-        names.forEach((key, i) => {
-          const v = res[i];
-          const r = v instanceof Error ? undefined : this.decode(key, v as Record<string, Buffer>);
-          if (r) batch.push(r);
-        });
-        if (batch.length > 0) {
-          total += batch.length;
-          yield batch;
-        }
-      } while (cursor !== '0' && !this.closed);
+      const scanner = await this.scanConnection(node);
+      try {
+        const fetches: Array<{ names: string[]; values: Promise<Array<Buffer | null> | typeof FAILED> }> = [];
+        let cursor = '0';
+        do {
+          const page = await this.guard('warmLoad', scanner.scan(cursor, 'MATCH', pattern, 'COUNT', count), this.warmTimeoutMs);
+          if (page === FAILED) return this.warmAborted(total);
+          cursor = page[0];
+          const names: string[] = [];
+          const redisKeys: string[] = [];
+          for (const redisKey of page[1]) {
+            const key = this.keys.keyOfResource(redisKey);
+            if (key === undefined) continue;
+            names.push(key);
+            redisKeys.push(redisKey);
+          }
+          if (names.length > 0) fetches.push({ names, values: this.fetchRecords(node, redisKeys) });
+          // Decode the oldest page once enough are queued (or the scan is over).
+          while (fetches.length >= WARM_FETCHES_IN_FLIGHT || (cursor === '0' && fetches.length > 0)) {
+            const f = fetches.shift()!;
+            const values = await f.values;
+            if (values === FAILED) return this.warmAborted(total);
+            const batch: StoredResource[] = [];
+            f.names.forEach((key, i) => {
+              const v = values[i];
+              // A warm page keeps nearly every byte of the socket chunks it came in: no copy.
+              const r = v ? this.decode(key, v, false) : undefined;
+              if (r) batch.push(r);
+            });
+            if (batch.length > 0) {
+              total += batch.length;
+              yield batch;
+            }
+            if (this.closed) return;
+          }
+        } while (cursor !== '0' && !this.closed);
+      } finally {
+        if (scanner !== node) scanner.disconnect();
+      }
     }
     this.log?.info({ resources: total }, 'redis warm load done');
+  }
+
+  /**
+   * A second connection to `node` for the warm start's SCAN, so its small
+   * replies never wait behind the large MGET replies of the main connection.
+   * Falls back to `node` itself when it can't connect quickly.
+   */
+  private async scanConnection(node: Redis): Promise<Redis> {
+    const dup = node.duplicate();
+    dup.on('error', () => undefined);
+    const ready = await new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), Math.min(this.warmTimeoutMs, 2000));
+      dup.once('ready', () => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+    if (ready && !this.closed) return dup;
+    dup.disconnect();
+    return node;
+  }
+
+  /** Values of `redisKeys` on one node: one MGET, or in a cluster one MGET per slot (hash tag), pipelined. */
+  private async fetchRecords(node: Redis, redisKeys: string[]): Promise<Array<Buffer | null> | typeof FAILED> {
+    if (!this.isCluster) return this.guard('warmLoad', node.mgetBuffer(redisKeys), this.warmTimeoutMs);
+    const byTag = new Map<string, number[]>();
+    redisKeys.forEach((k, i) => {
+      const tag = k.slice(k.indexOf('{') + 1, k.indexOf('}'));
+      const g = byTag.get(tag);
+      if (g) g.push(i);
+      else byTag.set(tag, [i]);
+    });
+    const p = node.pipeline();
+    for (const idx of byTag.values()) p.mgetBuffer(idx.map((i) => redisKeys[i]!));
+    const res = await this.exec('warmLoad', p, this.warmTimeoutMs);
+    if (res === FAILED) return FAILED;
+    const out: Array<Buffer | null> = new Array(redisKeys.length).fill(null);
+    let g = 0;
+    for (const idx of byTag.values()) {
+      const values = res[g++];
+      if (values instanceof Error) continue; // counted by exec; those keys are fetched on demand later
+      idx.forEach((i, j) => (out[i] = (values as Array<Buffer | null>)[j] ?? null));
+    }
+    return out;
   }
 
   private warmAborted(total: number): void {
@@ -426,121 +487,83 @@ export class RedisStore implements SharedStore {
     this.enforceBound();
   }
 
-  /** Writes entries in chunks; returns the entries that must be retried later. */
+  /**
+   * Writes entries in chunks (≤ 1000 entries / 8 MiB each, one round trip
+   * each), up to WRITE_CHUNKS_IN_FLIGHT at a time so the next chunk is being
+   * encoded while Redis applies the previous one; on one connection Redis
+   * applies them in the order sent. Returns the entries to retry later: those
+   * of a failed chunk and those not yet tried.
+   */
   private async flushEntries(entries: Entry[]): Promise<Entry[]> {
-    let i = 0;
-    while (i < entries.length) {
+    const chunks: Array<{ entries: Entry[]; bytes: number }> = [];
+    for (let i = 0; i < entries.length; ) {
       let bytes = 0;
       let j = i;
       while (j < entries.length && j - i < WRITE_CHUNK_ENTRIES && bytes < WRITE_CHUNK_BYTES) {
         const e = entries[j++]!;
         if (e.kind === 'put') bytes += e.res.resource.length;
       }
-      const chunk = entries.slice(i, j);
-      const failed = await this.writeChunk(chunk);
-      if (failed.length > 0 || !this.healthy) {
-        // Stop here; this chunk's failures and everything not yet tried wait for recovery.
-        return [...failed, ...entries.slice(j)];
-      }
+      chunks.push({ entries: entries.slice(i, j), bytes });
       i = j;
     }
-    return [];
+    const failed: Entry[] = [];
+    let next = 0;
+    let stop = false;
+    const worker = async (): Promise<void> => {
+      while (!stop && next < chunks.length) {
+        const f = await this.writeChunk(chunks[next++]!);
+        if (f.length > 0 || !this.healthy) {
+          // Stop here; failures and everything not yet tried wait for recovery.
+          failed.push(...f);
+          stop = true;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(WRITE_CHUNKS_IN_FLIGHT, chunks.length) }, worker));
+    for (const c of chunks.slice(next)) failed.push(...c.entries);
+    return failed;
   }
 
-  private async writeChunk(chunk: Entry[]): Promise<Entry[]> {
-    // Commands grouped by hash tag; the order within a tag is the write order,
-    // and every command about one Redis key always carries that key's tag.
-    const groups = new Map<string, { ops: Op[]; entries: Set<Entry> }>();
-    const add = (tag: string, e: Entry, op: Op): void => {
-      let g = groups.get(tag);
-      if (!g) groups.set(tag, (g = { ops: [], entries: new Set() }));
-      g.ops.push(op);
-      g.entries.add(e);
-    };
-    for (const e of chunk) this.commandsFor(e, add);
-
-    if (!this.isCluster) {
-      // Standalone / sentinel: one pipeline for the whole chunk.
-      const p = this.client.pipeline();
-      for (const g of groups.values()) for (const op of g.ops) op(p);
-      const r = await this.exec('write', p, this.writeTimeoutMs);
-      return r === FAILED ? chunk : [];
-    }
+  /** One chunk as a few multi-key commands (redis-write-batch.ts), sent back to back; in a cluster, per slot. */
+  private async writeChunk(chunk: { entries: Entry[]; bytes: number }): Promise<Entry[]> {
+    const batch = new WriteBatch(this.keys, this.isCluster, this.buffers, chunk.bytes + chunk.entries.length * 256, chunk.entries.length);
+    for (const e of chunk.entries) batch.add(e);
     const failed = new Set<Entry>();
     await Promise.all(
-      [...groups.values()].map(async (g) => {
-        const p = this.client.pipeline();
-        for (const op of g.ops) op(p);
-        const r = await this.exec('write', p, this.writeTimeoutMs);
-        if (r === FAILED) for (const e of g.entries) failed.add(e);
+      [...batch.groups.values()].map(async (g) => {
+        const { commands, release } = WriteBatch.finish(g);
+        if (await this.sendAll('write', commands, this.writeTimeoutMs)) release();
+        // else: the bytes may still be queued on the socket; their buffers are left to the GC.
+        else for (const e of g.entries) failed.add(e);
       }),
     );
-    return chunk.filter((e) => failed.has(e));
+    return failed.size === 0 ? [] : chunk.entries.filter((e) => failed.has(e));
   }
 
-  private commandsFor(e: Entry, add: (tag: string, e: Entry, op: Op) => void): void {
-    const k = this.keys;
-    const tag = tagOf(e.key);
-    switch (e.kind) {
-      case 'put': {
-        const r = e.res;
-        const rk = k.resource(r.key, tag);
-        const fields: Array<string | Buffer> = ['version', r.version, 'typeUrl', r.typeUrl, 'resource', r.resource];
-        const stale: string[] = [];
-        if (r.expiresAt !== undefined) fields.push('expiresAt', String(r.expiresAt));
-        else stale.push('expiresAt');
-        if (r.glob !== undefined) fields.push('glob', r.glob);
-        else stale.push('glob');
-        const ak = k.absent(r.key, tag);
-        add(tag, e, (p) => {
-          p.hset(rk, ...fields);
-          if (stale.length > 0) p.hdel(rk, ...stale);
-          if (r.expiresAt !== undefined) p.pexpireat(rk, r.expiresAt);
-          else p.persist(rk);
-          p.del(ak);
-        });
-        if (r.glob !== undefined) {
-          const gtag = tagOf(r.glob);
-          const sk = k.members(r.glob, gtag);
-          const gak = k.absent(r.glob, gtag);
-          const member = r.key;
-          add(gtag, e, (p) => {
-            p.sadd(sk, member);
-            p.del(gak);
-          });
-        }
-        return;
+  /**
+   * Sends commands back to back and waits for every reply (one round trip).
+   * False when the server could not serve them (timeout, connection,
+   * transient reply error: the store is marked down); a command failing for
+   * its own reasons (e.g. WRONGTYPE on foreign data) is counted and ignored.
+   */
+  private async sendAll(op: string, commands: RawCommand[], timeoutMs: number): Promise<boolean> {
+    const replies = commands.map((c) => {
+      void this.client.sendCommand(c);
+      return c.promise;
+    });
+    const res = await this.guard(op, Promise.allSettled(replies), timeoutMs);
+    if (res === FAILED) return false;
+    let counted = false;
+    for (const r of res) {
+      if (r.status === 'fulfilled') continue;
+      if (!isPermanent(r.reason)) {
+        this.failure(op, r.reason);
+        return false;
       }
-      case 'remove': {
-        const rk = k.resource(e.key, tag);
-        add(tag, e, (p) => p.del(rk));
-        const glob = e.glob ?? parentGlobOf(e.key);
-        if (glob !== undefined && glob !== e.key) {
-          const sk = k.members(glob);
-          const member = e.key;
-          add(tagOf(glob), e, (p) => p.srem(sk, member));
-        }
-        return;
-      }
-      case 'absent': {
-        const rk = k.resource(e.key, tag);
-        const ak = k.absent(e.key, tag);
-        const glob = isGlobKey(e.key);
-        const parent = glob ? undefined : parentGlobOf(e.key);
-        const sk = glob ? k.members(e.key, tag) : undefined;
-        add(tag, e, (p) => {
-          p.del(rk);
-          p.set(ak, '1');
-          if (sk !== undefined) p.del(sk);
-        });
-        if (parent !== undefined) {
-          const psk = k.members(parent);
-          const member = e.key;
-          add(tagOf(parent), e, (p) => p.srem(psk, member));
-        }
-        return;
-      }
+      if (!counted) this.failure(op, r.reason);
+      counted = true;
     }
+    return true;
   }
 
   // ---------------------------------------------------------------- internals
@@ -553,20 +576,16 @@ export class RedisStore implements SharedStore {
     void this.guard('getGlobMembers', this.client.eval(script, keys.length, ...keys, ...members), this.writeTimeoutMs);
   }
 
-  private decode(key: string, h: Record<string, Buffer> | undefined): StoredResource | undefined {
-    if (!h) return undefined;
-    const { version, typeUrl, resource, expiresAt, glob } = h;
-    if (!version || !typeUrl || !resource) {
-      if (Object.keys(h).length > 0) this.countError('decode');
+  /** `copy`: copy the bytes out of a large parser buffer, so one kept resource doesn't pin it. */
+  private decode(key: string, record: Buffer, copy = true): StoredResource | undefined {
+    const out = decodeRecord(key, record);
+    if (!out) {
+      this.countError('decode');
       return undefined;
     }
-    const out: StoredResource = { key, typeUrl: typeUrl.toString(), version: version.toString(), resource: detach(resource) };
-    if (expiresAt) {
-      const at = Number(expiresAt.toString());
-      if (!(at > Date.now())) return undefined; // Redis expiry is lazy; never serve an expired one
-      out.expiresAt = at;
-    }
-    if (glob) out.glob = glob.toString();
+    // Redis expiry is lazy; never serve an expired one.
+    if (out.expiresAt !== undefined && !(out.expiresAt > Date.now())) return undefined;
+    if (copy) out.resource = detach(out.resource);
     return out;
   }
 
@@ -791,9 +810,9 @@ export class RedisStore implements SharedStore {
  * their own password get it via `opts.sentinelPassword`. Ports default to 26379
  * for sentinels and 6379 otherwise; IPv6 hosts go in brackets (`[::1]:6379`).
  * Userinfo parts are percent-decoded. A string[] is a cluster node list.
- * (The sentinel form was checked by hand against `redis-server --sentinel`
- * monitoring a `requirepass` master: round trip in the given db; the test
- * suite has no sentinel test.)
+ * (test/redis-sentinel.test.ts runs the sentinel form against real
+ * redis-sentinel processes through a failover; a `requirepass` master was
+ * checked by hand.)
  */
 export function createRedisStore(spec: string | string[], opts: Omit<RedisStoreOptions, 'url' | 'cluster' | 'sentinel'> = {}): RedisStore {
   return new RedisStore({ ...opts, ...parseRedisSpec(spec) });

@@ -12,6 +12,14 @@
  * read through on demand. Known-absent markers are not loaded (they are read
  * through on a miss).
  *
+ * Collections are admitted whole or not at all: a client subscribing to a
+ * glob while the load runs must not be answered from memory with the part of
+ * it that happened to be scanned so far (it would never get the rest until
+ * the upstream returns). So singletons go into memory as they are read, glob
+ * members only once the whole store has been read, one collection at a time;
+ * a client asking for a glob meanwhile misses memory and is read through from
+ * Redis, whole. If the budget runs out first, the members read are dropped.
+ *
  * Warm entries that no subscription claims are kept fresh by nobody. Once every
  * upstream has been connected, they are dropped from memory (they stay in
  * Redis; a later miss reads them through). Until then the hub treats such data
@@ -35,8 +43,13 @@ export interface WarmStartResult {
   skipped: number;
   /** False when the time budget ran out before the store was read to the end. */
   complete: boolean;
+  /** Glob members read but not admitted, because the load did not complete in time. */
+  dropped: number;
   ms: number;
 }
+
+/** Glob members admitted per turn of the event loop, so clients are served between collections. */
+const ADMIT_SLICE = 2000;
 
 const TIMED_OUT = Symbol('timed out');
 
@@ -63,9 +76,16 @@ function within<T>(p: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
  */
 export async function warmStart(source: WarmSource, admit: (r: StoredResource) => boolean, budgetMs: number): Promise<WarmStartResult> {
   const t0 = Date.now();
-  const result: WarmStartResult = { loaded: 0, skipped: 0, complete: false, ms: 0 };
+  const result: WarmStartResult = { loaded: 0, skipped: 0, complete: false, dropped: 0, ms: 0 };
   if (budgetMs <= 0) return result;
   const deadline = t0 + budgetMs;
+  const take = (r: StoredResource): void => {
+    if (admit(r)) result.loaded++;
+    else result.skipped++;
+  };
+  /** Glob members by collection, admitted once the store has been read to the end. */
+  const collections = new Map<string, StoredResource[]>();
+  let held = 0;
   const pages = source.warmLoad({ waitMs: Math.min(budgetMs, 2000) });
   try {
     for (;;) {
@@ -78,8 +98,14 @@ export async function warmStart(source: WarmSource, admit: (r: StoredResource) =
         break;
       }
       for (const r of step.value) {
-        if (admit(r)) result.loaded++;
-        else result.skipped++;
+        if (r.glob === undefined) {
+          take(r);
+          continue;
+        }
+        const members = collections.get(r.glob);
+        if (members) members.push(r);
+        else collections.set(r.glob, [r]);
+        held++;
       }
     }
   } catch {
@@ -88,6 +114,21 @@ export async function warmStart(source: WarmSource, admit: (r: StoredResource) =
     // Out of time: stop the scan once its current page settles (that page is dropped).
     if (!result.complete) void pages.return(undefined).catch(() => undefined);
   }
+  if (result.complete) {
+    let slice = 0;
+    for (const [glob, members] of collections) {
+      if (slice >= ADMIT_SLICE) {
+        slice = 0;
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        if (Date.now() > deadline) break;
+      }
+      for (const r of members) take(r);
+      slice += members.length;
+      held -= members.length;
+      collections.delete(glob);
+    }
+  }
+  result.dropped = held;
   result.ms = Date.now() - t0;
   return result;
 }

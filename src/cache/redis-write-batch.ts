@@ -1,0 +1,241 @@
+/**
+ * Turns one chunk of coalesced store operations (redis-store.ts) into a few
+ * multi-key Redis commands, so a chunk of a thousand resources costs about
+ * four commands in one round trip instead of six commands per resource:
+ *
+ *   DEL   records of removed / absent keys, absent markers of stored keys and
+ *         of the globs they join, member sets of globs now absent
+ *   MSET  records of stored resources without TTL, absent markers ("1")
+ *   SET … PXAT  one per resource with a TTL (it needs its own expiry)
+ *   SADD / SREM  one per glob whose membership changed
+ *
+ * MSET, like SET, clears any expiry a key had, so a resource that lost its
+ * TTL also loses its Redis expiry. The commands are serialized in place
+ * (resp.ts): each record is written once, straight into the MSET.
+ *
+ * Order: operations arrive latest-per-key, so within a chunk no two of them
+ * are about the same resource; the commands above then commute — except for
+ * a glob marked absent and a member operation on that same glob, whose order
+ * decides the result. Such a pair starts a new segment: segments are sent
+ * in order, each as its own set of commands.
+ *
+ * In cluster mode every multi-key command must stay on one slot: a batch
+ * then keeps one group of commands per hash tag (all keys of a tag share a
+ * slot), each sent to its node.
+ */
+import { recordSize, writeRecord } from './redis-record';
+import { TAG_LENGTH, isGlobKey, parentGlobOf, tagOf, tagOfSource, tagSourceOf, type RedisKeyLayout } from './redis-keys';
+import { RespCommand, writeAscii, type BufferPool, type RawCommand } from './resp';
+import type { StoredResource } from './types';
+
+/** One coalesced pending operation, keyed by the URN / glob key it is about. */
+export type Entry =
+  | { kind: 'put'; key: string; res: StoredResource }
+  | { kind: 'remove'; key: string; glob?: string }
+  | { kind: 'absent'; key: string };
+
+type KeyKind = 'r' | 'm' | 'a';
+
+/** Writes the Redis keys of the layout (`<prefix><kind>:{<tag>}:<key>`) straight into commands. */
+class KeyWriter {
+  private readonly prefix: Buffer;
+
+  constructor(
+    private readonly layout: RedisKeyLayout,
+    /** Cluster: commands need their first key as a string to be routed. */
+    private readonly route: boolean,
+  ) {
+    this.prefix = Buffer.from(layout.prefix, 'utf8');
+  }
+
+  write(cmd: RespCommand, kind: KeyKind, key: string, tag: string, keyLen = Buffer.byteLength(key)): void {
+    if (this.route && cmd.firstKey === undefined) {
+      cmd.firstKey = kind === 'r' ? this.layout.resource(key, tag) : kind === 'm' ? this.layout.members(key, tag) : this.layout.absent(key, tag);
+    }
+    let at = cmd.beginArg(this.prefix.length + 5 + TAG_LENGTH + keyLen);
+    const b = cmd.target;
+    b.set(this.prefix, at);
+    at += this.prefix.length;
+    b[at++] = kind.charCodeAt(0);
+    b[at++] = 0x3a; // ':'
+    b[at++] = 0x7b; // '{'
+    at = writeAscii(b, at, tag);
+    b[at++] = 0x7d; // '}'
+    b[at++] = 0x3a; // ':'
+    at += b.write(key, at, 'utf8');
+    cmd.endArg(at);
+  }
+}
+
+class Segment {
+  del: RespCommand | undefined;
+  mset: RespCommand | undefined;
+  readonly withExpiry: RespCommand[] = [];
+  /** Glob key → its SADD / SREM. */
+  readonly sadd = new Map<string, RespCommand>();
+  readonly srem = new Map<string, RespCommand>();
+  /** Globs with member operations in this segment. */
+  readonly memberOps = new Set<string>();
+  /** Globs whose absent marker this segment already deletes. */
+  readonly absentCleared = new Set<string>();
+  /** Globs marked absent in this segment. */
+  readonly absentGlobs = new Set<string>();
+
+  all(): RespCommand[] {
+    const out: RespCommand[] = [];
+    if (this.del) out.push(this.del);
+    if (this.mset) out.push(this.mset);
+    out.push(...this.withExpiry, ...this.sadd.values(), ...this.srem.values());
+    return out;
+  }
+}
+
+/** One slot's (cluster) or the whole chunk's (standalone) share of a batch. */
+export class WriteGroup {
+  readonly segments: Segment[] = [new Segment()];
+  /** Entries with at least one command in this group (requeued if it fails). */
+  readonly entries = new Set<Entry>();
+
+  get current(): Segment {
+    return this.segments[this.segments.length - 1]!;
+  }
+
+  /** The segment a member operation on `glob` may join. */
+  forMemberOp(glob: string): Segment {
+    if (this.current.absentGlobs.has(glob)) this.segments.push(new Segment());
+    this.current.memberOps.add(glob);
+    return this.current;
+  }
+
+  /** The segment marking `glob` absent may join. */
+  forAbsentGlob(glob: string): Segment {
+    if (this.current.memberOps.has(glob) || this.current.absentGlobs.has(glob)) this.segments.push(new Segment());
+    this.current.absentGlobs.add(glob);
+    return this.current;
+  }
+
+  /** Every command, in the order they must be sent. */
+  commands(): RespCommand[] {
+    return this.segments.flatMap((s) => s.all());
+  }
+}
+
+/**
+ * The operations of one chunk as multi-key commands. `perSlot` (cluster):
+ * one group per hash tag, since a multi-key command must stay on one slot;
+ * otherwise one group for everything.
+ */
+export class WriteBatch {
+  readonly groups = new Map<string, WriteGroup>();
+  private readonly keyWriter: KeyWriter;
+
+  constructor(
+    keys: RedisKeyLayout,
+    private readonly perSlot: boolean,
+    private readonly pool: BufferPool,
+    /** Expected size of the records (sizes the MSET buffer once). */
+    private readonly bytesHint = 0,
+    /** Expected number of operations (sizes the DEL buffer once). */
+    private readonly entriesHint = 0,
+  ) {
+    this.keyWriter = new KeyWriter(keys, perSlot);
+  }
+
+  private group(tag: string, e: Entry): WriteGroup {
+    const id = this.perSlot ? tag : '';
+    let g = this.groups.get(id);
+    if (!g) this.groups.set(id, (g = new WriteGroup()));
+    g.entries.add(e);
+    return g;
+  }
+
+  private del(seg: Segment): RespCommand {
+    return (seg.del ??= new RespCommand('del', this.pool, this.perSlot ? 4096 : 64 * 1024 + this.entriesHint * 200));
+  }
+
+  private mset(seg: Segment): RespCommand {
+    return (seg.mset ??= new RespCommand('mset', this.pool, this.perSlot ? 4096 : this.bytesHint + 64 * 1024));
+  }
+
+  private members(map: Map<string, RespCommand>, name: string, glob: string, gtag: string): RespCommand {
+    let cmd = map.get(glob);
+    if (!cmd) {
+      map.set(glob, (cmd = new RespCommand(name, this.pool, 4096)));
+      this.keyWriter.write(cmd, 'm', glob, gtag);
+    }
+    return cmd;
+  }
+
+  add(e: Entry): void {
+    const kw = this.keyWriter;
+    switch (e.kind) {
+      case 'put': {
+        const r = e.res;
+        const source = tagSourceOf(r.key);
+        const tag = tagOfSource(source);
+        const keyLen = Buffer.byteLength(r.key);
+        if (r.glob !== undefined) {
+          // A member's tag source is normally its glob: one lookup for both.
+          const gtag = r.glob === source ? tag : tagOf(r.glob);
+          const seg = this.group(gtag, e).forMemberOp(r.glob);
+          const sadd = this.members(seg.sadd, 'sadd', r.glob, gtag);
+          const at = sadd.beginArg(keyLen);
+          sadd.endArg(at + sadd.target.write(r.key, at, 'utf8'));
+          if (!seg.absentCleared.has(r.glob)) {
+            seg.absentCleared.add(r.glob);
+            kw.write(this.del(seg), 'a', r.glob, gtag);
+          }
+        }
+        const seg = this.group(tag, e).current;
+        const size = recordSize(r);
+        let cmd: RespCommand;
+        if (r.expiresAt === undefined) cmd = this.mset(seg);
+        else seg.withExpiry.push((cmd = new RespCommand('set', this.pool, size + keyLen + 128)));
+        kw.write(cmd, 'r', r.key, tag, keyLen);
+        const at = cmd.beginArg(size);
+        cmd.endArg(writeRecord(cmd.target, at, r));
+        if (r.expiresAt !== undefined) {
+          cmd.string('PXAT');
+          cmd.string(String(Math.floor(r.expiresAt)));
+        }
+        kw.write(this.del(seg), 'a', r.key, tag, keyLen);
+        return;
+      }
+      case 'remove': {
+        const glob = e.glob ?? parentGlobOf(e.key);
+        if (glob !== undefined && glob !== e.key) {
+          const gtag = tagOf(glob);
+          this.members(this.group(gtag, e).forMemberOp(glob).srem, 'srem', glob, gtag).string(e.key);
+        }
+        kw.write(this.del(this.group(tagOf(e.key), e).current), 'r', e.key, tagOf(e.key));
+        return;
+      }
+      case 'absent': {
+        const tag = tagOf(e.key);
+        let seg: Segment;
+        if (isGlobKey(e.key)) {
+          seg = this.group(tag, e).forAbsentGlob(e.key);
+          kw.write(this.del(seg), 'm', e.key, tag);
+        } else {
+          const parent = parentGlobOf(e.key);
+          if (parent !== undefined) {
+            const ptag = tagOf(parent);
+            this.members(this.group(ptag, e).forMemberOp(parent).srem, 'srem', parent, ptag).string(e.key);
+          }
+          seg = this.group(tag, e).current;
+        }
+        kw.write(this.del(seg), 'r', e.key, tag);
+        const mset = this.mset(seg);
+        kw.write(mset, 'a', e.key, tag);
+        mset.string('1');
+        return;
+      }
+    }
+  }
+
+  /** The commands of one group, finished, in order. */
+  static finish(g: WriteGroup): { commands: RawCommand[]; release: () => void } {
+    const built = g.commands();
+    return { commands: built.map((c) => c.finish()), release: () => built.forEach((c) => c.release()) };
+  }
+}

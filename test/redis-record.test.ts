@@ -1,0 +1,42 @@
+/**
+ * The shared tier's wire pieces on their own: the record a resource is
+ * stored as (src/cache/redis-record.ts) and the commands written in place
+ * (src/cache/resp.ts).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { decodeRecord, encodeRecord, recordSize } from '../src/cache/redis-record';
+import { BufferPool, RespCommand } from '../src/cache/resp';
+
+test('a record decodes to the resource it was encoded from, bytes untouched', () => {
+  const resource = Buffer.from([0xff, 0x00, 0x80, 0xc3, 0x28]);
+  const r = { key: 'k', typeUrl: 'type.googleapis.com/x.Y', version: 'v-ü', resource, glob: 'xdstp://a/x.Y/p/*', expiresAt: 1_900_000_000_123 };
+  const b = encodeRecord(r);
+  assert.equal(b.length, recordSize(r));
+  assert.deepEqual(decodeRecord('k', b), r);
+  const plain = { key: 'k', typeUrl: 'T', version: '', resource: Buffer.alloc(0) };
+  assert.deepEqual(decodeRecord('k', encodeRecord(plain)), plain, 'empty version and bytes, no glob, no TTL');
+});
+
+test('bytes that are not a record (another format, truncated, a plain string) decode to undefined', () => {
+  const b = encodeRecord({ key: 'k', typeUrl: 'T', version: 'v1', resource: Buffer.from('abc') });
+  assert.equal(decodeRecord('k', Buffer.from('1')), undefined);
+  assert.equal(decodeRecord('k', b.subarray(0, 10)), undefined);
+  const other = Buffer.from(b);
+  other[0] = 2;
+  assert.equal(decodeRecord('k', other), undefined);
+  const lying = Buffer.from(b);
+  lying.writeUInt32BE(1000, 1); // version length beyond the end
+  assert.equal(decodeRecord('k', lying), undefined);
+});
+
+test('a command written in place is the RESP array of its name and arguments', () => {
+  const pool = new BufferPool();
+  const cmd = new RespCommand('mset', pool, 4); // tiny: forces the buffer to grow
+  cmd.string('key:é');
+  cmd.string('');
+  const long = 'x'.repeat(1234);
+  cmd.string(long);
+  const wire = cmd.finish().toWritable({});
+  assert.equal(wire.toString('utf8'), `*4\r\n$4\r\nmset\r\n$6\r\nkey:é\r\n$0\r\n\r\n$1234\r\n${long}\r\n`);
+});
