@@ -93,17 +93,9 @@ interface Phase {
 }
 
 /**
- * Rounds over `targets`, one change each per round. With `rotate` the order
- * turns every round so no server always follows the same one (the last
- * server of a round is then the first of the next: it runs twice in a row
- * once every `targets.length` rounds). Two servers always follow each other
- * anyway, and rotating them would make every other round a back-to-back one
- * — whose second run costs the bare server and the relay alike ~+50 % CPU at
- * 10k SotW clients (grpc-js's per-stream copies of a > 4 KB message are fresh
- * ArrayBuffers, slow to get while the previous round's 10k are not released
- * yet), splitting their rounds into two modes with the median between them —
- * so the SotW pair strictly alternates. Round numbers continue from `firstRound` (they must
- * grow within a load-generator group).
+ * Rounds over `targets`, one change each per round, the order rotated every
+ * round so no server always follows the same one. Round numbers continue from
+ * `firstRound` (they must grow within a load-generator group).
  */
 async function interleave(
   ctx: BenchContext,
@@ -112,13 +104,12 @@ async function interleave(
   warmup: number,
   rounds: number,
   firstRound: number,
-  rotate: boolean,
 ): Promise<Phase & { lastRound: number }> {
   const records = new Map<TargetKey, RoundRecord[]>(targets.map((t) => [t.key, []]));
   const windows = new Map<TargetKey, Window[]>(targets.map((t) => [t.key, []]));
   let round = firstRound;
   for (let r = 0; r < warmup + rounds; r++) {
-    const order = rotate ? targets.map((_, i) => targets[(i + r) % targets.length]!) : targets;
+    const order = targets.map((_, i) => targets[(i + r) % targets.length]!);
     for (const t of order) {
       round++;
       // Every server settled after its previous round, so it is idle now; this read is the baseline.
@@ -267,7 +258,7 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
   await connect('noshare', relayB.port, { kind: 'same', names: [fanGlob('B')], expect: MEMBERS }, 'delta', undefined);
   await sleep(500);
 
-  const delta = await interleave(ctx, gens, targets, warmup, rounds, 0, true);
+  const delta = await interleave(ctx, gens, targets, warmup, rounds, 0);
 
   const S = new Map<TargetKey, TargetSummary>();
   for (const t of targets) S.set(t.key, summarize(t.label, delta.records.get(t.key)!));
@@ -333,7 +324,7 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
   await connect('srelay', relayS.port, { kind: 'same', names: [fanGlob('S')], expect: MEMBERS }, 'sotw', undefined);
   await sleep(500);
 
-  const sotw = await interleave(ctx, gens, sTargets, warmup, rounds, delta.lastRound, false);
+  const sotw = await interleave(ctx, gens, sTargets, warmup, rounds, delta.lastRound);
   for (const t of sTargets) S.set(t.key, summarize(t.label, sotw.records.get(t.key)!));
   const sCeiling = S.get('sotwCeiling')!;
   const sRelay = S.get('sotwRelay')!;
