@@ -62,6 +62,18 @@ export function payloadOf(size: number): Buffer {
   return b;
 }
 
+/**
+ * The payload of `size` bytes with `version` written over its start: a
+ * state-of-the-world response carries only the payload `Any`, so a SotW
+ * client reads the stamp (`@@T<µs>;r<round>;`) from there. Same size as the
+ * plain payload, so stamped and plain resources cost the same to carry.
+ */
+export function stampedPayloadOf(size: number, version: string): Buffer {
+  const b = Buffer.from(payloadOf(size));
+  b.write(version, 0, 'latin1');
+  return b;
+}
+
 /** An encoded envoy `Resource` {version, resource: Any{type_url, value}, name}. */
 export function encodeResource(name: string, version: string, payload: Buffer, typeUrl = TYPE_URL): Buffer {
   const any = Buffer.concat([stringField(1, typeUrl), lenField(2, payload)]);
@@ -89,11 +101,13 @@ export class BenchOrigin {
   private constructor(
     private readonly server: grpc.Server,
     readonly payloadBytes: number,
+    /** Also stamp each payload with its version (for SotW clients; delta clients would then see every stamp twice). */
+    readonly stampPayload: boolean,
   ) {}
 
-  static async start(opts: { payloadBytes?: number } = {}): Promise<BenchOrigin> {
+  static async start(opts: { payloadBytes?: number; stampPayload?: boolean } = {}): Promise<BenchOrigin> {
     const server = new grpc.Server({ 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
-    const origin = new BenchOrigin(server, opts.payloadBytes ?? 1024);
+    const origin = new BenchOrigin(server, opts.payloadBytes ?? 1024, opts.stampPayload ?? false);
     server.addService(deltaAdsServiceDefinition, {
       DeltaAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => origin.onStream(call),
     });
@@ -160,7 +174,8 @@ export class BenchOrigin {
   private store(name: string, version: string): Res {
     const key = canonicalUrn(name);
     let r = this.resources.get(key);
-    const bytes = encodeResource(key, version, payloadOf(this.payloadBytes));
+    const payload = this.stampPayload ? stampedPayloadOf(this.payloadBytes, version) : payloadOf(this.payloadBytes);
+    const bytes = encodeResource(key, version, payload);
     if (r) {
       r.version = version;
       r.bytes = bytes;

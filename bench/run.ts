@@ -3,7 +3,7 @@
  *
  *   npm run bench                    quick run (< 3 min)
  *   npm run bench -- --full          full sizes (10k clients)
- *   npm run bench -- --only 1,3      some scenarios (0/1/2 always run together: they are interleaved)
+ *   npm run bench -- --only 1,3      some scenarios (0/1/1s/2 always run together: they are interleaved)
  *   npm run bench -- --rounds 30     fan-out rounds (default 20)
  *   npm run bench -- --profile       also --cpu-prof the relay during fan-out and summarize it
  *
@@ -25,7 +25,7 @@ import { runRedis } from './scenarios/redis';
 
 const USAGE = `usage: npm run bench [-- --full] [--only 0,3,…] [--rounds N] [--profile]
   --full      full sizes (10k clients; several minutes)
-  --only IDS  scenarios to run (0/1/2 always run together: they are interleaved)
+  --only IDS  scenarios to run (0/1/1s/2 always run together: they are interleaved)
   --rounds N  measured fan-out rounds (default 20)
   --profile   run the scenario-1 relay under --cpu-prof and summarize the profile
   --no-ack    fan-out clients do not ACK (sensitivity check; ACKs are on by default, as Envoy sends them)
@@ -76,7 +76,8 @@ interface ScenarioGroup {
 }
 
 const GROUPS: ScenarioGroup[] = [
-  { ids: ['0', '1', '2'], name: 'fan-out (ceiling, relay, ablation)', timeoutMs: (f) => (f ? 900_000 : 120_000), run: runFanout },
+  // 0/1/2 interleaved, then the SotW fan-out (row 1s) interleaved with its own ceiling.
+  { ids: ['0', '1', '1s', '2'], name: 'fan-out (ceiling, relay, SotW, ablation)', timeoutMs: (f) => (f ? 1_200_000 : 180_000), run: runFanout },
   { ids: ['3'], name: 'initial sync / reconnect storm', timeoutMs: (f) => (f ? 600_000 : 60_000), run: async (c) => [await runStorm(c)] },
   { ids: ['4'], name: 'idle memory', timeoutMs: (f) => (f ? 600_000 : 60_000), run: async (c) => [await runIdle(c)] },
   { ids: ['5'], name: 'dedup', timeoutMs: (f) => (f ? 300_000 : 45_000), run: async (c) => [await runDedup(c)] },
@@ -136,11 +137,12 @@ async function main(): Promise<void> {
   if (!pinSelf(LOAD_CORE)) log('WARNING: could not pin the coordinator to the load core');
   const info = machine();
   const mode = args.full ? 'full' : 'quick';
-  const command = `npm run bench${args.full ? ' -- --full' : ''}`;
+  const argv = process.argv.slice(2);
+  const command = `npm run bench${argv.length > 0 ? ` -- ${argv.join(' ')}` : ''}`;
   log(`${mode} run ${runId} on ${info.cpu} (${info.cores} cores), node ${info.node}, commit ${info.commit}`);
 
   const selected = GROUPS.filter((g) => !args.only || g.ids.some((id) => args.only!.has(id)) || args.only.has(g.name));
-  if (selected.length === 0) throw new Error(`--only matched no scenario (ids 0–7)`);
+  if (selected.length === 0) throw new Error(`--only matched no scenario (ids 0–7, 1s)`);
   const results: ScenarioResult[] = [];
   const started = Date.now();
   let failures = 0;

@@ -1,7 +1,9 @@
 /**
- * Scenario 0's baseline: the fastest this runtime fans a delta-ADS response
- * out. A bare server holding N open streams that, on command, writes ONE
- * pre-encoded DeltaDiscoveryResponse to all of them. Modes:
+ * Scenario 0's baseline: the fastest this runtime fans an ADS response out. A
+ * bare server holding N open streams that, on command, writes ONE
+ * pre-encoded response to all of them: a DeltaDiscoveryResponse to the delta
+ * streams, or a state-of-the-world DiscoveryResponse (payload `Any`s only,
+ * as many as the relay's full-state response carries) to the SotW streams. Modes:
  *   grpc  — @grpc/grpc-js server with the same raw-bytes method the relay uses
  *   h2    — raw node:http2 server writing the gRPC-framed bytes itself
  * `perClient` encodes a fresh response per stream instead (what encode-once saves).
@@ -10,14 +12,18 @@
  */
 import * as http2 from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
-import { deltaAdsServiceDefinition } from '../../src/proto/ads-service';
+import { SOTW_ADS_PATH, adsServiceDefinition } from '../../src/proto/ads-service';
 import { encodeDeltaResponse } from '../../src/proto/delta-response';
+import { encodeSotwResponse } from '../../src/proto/sotw-response';
+import { lenField, stringField } from '../../src/proto/wire';
+import type { AdsProtocol } from '../loadgen/protocol';
 import { TYPE_URL, stampedVersion } from '../lib/names';
-import { encodeResource, payloadOf } from '../origin';
+import { encodeResource, payloadOf, stampedPayloadOf } from '../origin';
 
 type Mode = 'grpc' | 'h2';
 
 interface Sink {
+  protocol: AdsProtocol;
   requested: boolean;
   write(bytes: Buffer): void;
 }
@@ -38,7 +44,7 @@ function framed(bytes: Buffer): Buffer {
 function onFirstRequest(sink: Sink): void {
   if (sink.requested) return;
   sink.requested = true;
-  if (syncResponse) sink.write(syncResponse);
+  if (syncResponse && sink.protocol === 'delta') sink.write(syncResponse);
 }
 
 async function listen(): Promise<number> {
@@ -50,30 +56,34 @@ async function listen(): Promise<number> {
       'grpc.keepalive_permit_without_calls': 1,
       'grpc.max_receive_message_length': 4 * 1024 * 1024,
     });
-    server.addService(deltaAdsServiceDefinition, {
-      DeltaAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => {
-        const sink: Sink = { requested: false, write: (b) => void call.write(b) };
-        sinks.add(sink);
-        call.on('data', () => onFirstRequest(sink));
-        const drop = (): void => void sinks.delete(sink);
-        call.on('end', () => {
-          drop();
-          call.end();
-        });
-        call.on('error', drop);
-        call.on('cancelled', drop);
-        call.on('close', drop);
-      },
+    const onCall = (protocol: AdsProtocol) => (call: grpc.ServerDuplexStream<Buffer, Buffer>): void => {
+      const sink: Sink = { protocol, requested: false, write: (b) => void call.write(b) };
+      sinks.add(sink);
+      call.on('data', () => onFirstRequest(sink));
+      const drop = (): void => void sinks.delete(sink);
+      call.on('end', () => {
+        drop();
+        call.end();
+      });
+      call.on('error', drop);
+      call.on('cancelled', drop);
+      call.on('close', drop);
+    };
+    // The relay's own service definition: both ADS methods, raw bytes.
+    server.addService(adsServiceDefinition, {
+      DeltaAggregatedResources: onCall('delta'),
+      StreamAggregatedResources: onCall('sotw'),
     });
     return new Promise((resolve, reject) =>
       server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))),
     );
   }
   const server = http2.createServer({ maxSessionMemory: 1 << 20 });
-  server.on('stream', (stream) => {
+  server.on('stream', (stream, headers) => {
     stream.respond({ ':status': 200, 'content-type': 'application/grpc' });
     // h2 mode writes bytes that are already gRPC-framed.
-    const sink: Sink = { requested: false, write: (b) => void stream.write(b) };
+    const protocol: AdsProtocol = headers[':path'] === SOTW_ADS_PATH ? 'sotw' : 'delta';
+    const sink: Sink = { protocol, requested: false, write: (b) => void stream.write(b) };
     sinks.add(sink);
     stream.on('data', () => onFirstRequest(sink));
     stream.on('close', () => sinks.delete(sink));
@@ -97,6 +107,23 @@ function response(names: string[], version: string, payloadBytes: number): Buffe
   return envelope(names.map((n) => encodeResource(n, version, payloadOf(payloadBytes))));
 }
 
+/** The payload `Any`s of a SotW response: the first stamped with `version`, all of the same size. */
+function sotwPayloads(version: string, payloadBytes: number, members: number): Buffer[] {
+  const out: Buffer[] = [];
+  for (let j = 0; j < members; j++) {
+    const value = j === 0 ? stampedPayloadOf(payloadBytes, version) : payloadOf(payloadBytes);
+    out.push(Buffer.concat([stringField(1, TYPE_URL), lenField(2, value)]));
+  }
+  return out;
+}
+
+/** A DiscoveryResponse (version_info = nonce, as the relay does). */
+function sotwEnvelope(payloads: Buffer[]): Buffer {
+  const n = `c${++nonce}`;
+  const bytes = encodeSotwResponse(TYPE_URL, n, payloads, n, []);
+  return mode === 'h2' ? framed(bytes) : bytes;
+}
+
 interface FireCommand {
   cmd: 'fire';
   t0Us: number;
@@ -104,6 +131,10 @@ interface FireCommand {
   name: string;
   payloadBytes: number;
   perClient: boolean;
+  /** Which streams get it (default delta). */
+  protocol?: AdsProtocol;
+  /** SotW: payloads per response (the relay's full state of the glob). */
+  members?: number;
 }
 
 interface ChurnCommand {
@@ -115,7 +146,7 @@ interface ChurnCommand {
 }
 
 type Command =
-  | { cmd: 'ready' }
+  | { cmd: 'ready'; protocol?: AdsProtocol }
   | FireCommand
   | { cmd: 'syncResponse'; names: string[]; payloadBytes: number }
   | ChurnCommand
@@ -125,16 +156,26 @@ function fire(c: FireCommand): object {
   const started = process.hrtime.bigint();
   const version = stampedVersion(c.t0Us, c.round);
   let n = 0;
-  if (c.perClient) {
+  if (c.protocol === 'sotw') {
+    const payloads = sotwPayloads(version, c.payloadBytes, c.members ?? 1);
+    const shared = c.perClient ? undefined : sotwEnvelope(payloads);
+    for (const s of sinks) {
+      if (s.protocol !== 'sotw') continue;
+      s.write(shared ?? sotwEnvelope(payloads));
+      n++;
+    }
+  } else if (c.perClient) {
     // Like the relay without response sharing: the resource bytes are shared, the response envelope is not.
     const resource = encodeResource(c.name, version, payloadOf(c.payloadBytes));
     for (const s of sinks) {
+      if (s.protocol !== 'delta') continue;
       s.write(envelope([resource]));
       n++;
     }
   } else {
     const bytes = response([c.name], version, c.payloadBytes);
     for (const s of sinks) {
+      if (s.protocol !== 'delta') continue;
       s.write(bytes);
       n++;
     }
@@ -173,9 +214,14 @@ function churn(c: ChurnCommand): Promise<object> {
 async function handle(body: Command): Promise<object> {
   switch (body.cmd) {
     case 'ready': {
+      let streams = 0;
       let requested = 0;
-      for (const s of sinks) if (s.requested) requested++;
-      return { streams: sinks.size, requested };
+      for (const s of sinks) {
+        if (body.protocol && s.protocol !== body.protocol) continue;
+        streams++;
+        if (s.requested) requested++;
+      }
+      return { streams, requested };
     }
     case 'fire':
       return fire(body);

@@ -10,6 +10,7 @@ import type { Plan } from './names';
 import { LOAD_CORE, SERVER_CORE, cpuSeconds, freePort, httpGet, memStatus, sleep, spawnPinned, stopChild, type MemStatus } from './proc';
 import { RpcChild } from './rpc';
 import type {
+  AdsProtocol,
   CollectResult,
   OpenCommand,
   OpenResult,
@@ -173,6 +174,7 @@ export interface CeilingProc {
   stop(): Promise<void>;
 }
 
+/** A bare server: grpc mode serves both ADS methods (delta and SotW), h2 mode answers any path. */
 export async function startCeiling(mode: 'grpc' | 'h2', nodeArgs: string[] = []): Promise<CeilingProc> {
   const child = spawnPinned(SERVER_CORE, process.execPath, [...nodeArgs, CEILING_PATH, `--mode=${mode}`], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -192,6 +194,8 @@ export async function startCeiling(mode: 'grpc' | 'h2', nodeArgs: string[] = [])
 // -------------------------------------------------------------- load generators
 
 export interface OpenOptions {
+  /** Delta (default) or state-of-the-world ADS. */
+  protocol?: AdsProtocol;
   subscribe?: boolean;
   streamsPerConn?: number;
   concurrency?: number;
@@ -254,6 +258,7 @@ export class GenPool {
         cmd: 'open',
         group,
         port,
+        protocol: o.protocol ?? 'delta',
         first,
         count,
         plan,

@@ -8,10 +8,17 @@ export interface WindowSpec {
   conn: number;
 }
 
+/**
+ * The ADS flavour a group of clients speaks: incremental (DeltaAggregatedResources,
+ * as Envoy) or state of the world (StreamAggregatedResources, as gRPC's proxyless clients).
+ */
+export type AdsProtocol = 'delta' | 'sotw';
+
 export interface OpenCommand {
   cmd: 'open';
   group: string;
   port: number;
+  protocol: AdsProtocol;
   /** Client indices [first, first + count). */
   first: number;
   count: number;
@@ -21,7 +28,7 @@ export interface OpenCommand {
   streamsPerConn: number;
   /** Connects in flight at once (the accept backlog is finite). */
   concurrency: number;
-  /** Clients with index % stallEvery === stallEvery - 1 can be stalled (0 = none). */
+  /** Clients with index % stallEvery === stallEvery - 1 can be stalled (0 = none; delta only). */
   stallEvery: number;
   ack: boolean;
   window: WindowSpec;

@@ -1,13 +1,15 @@
 /**
- * A load generator process: many delta-ADS client streams over raw HTTP/2
- * (h2-client.ts), driven by the coordinator over IPC. Per message it does the
- * least a well-behaved client must: find the nonce and ACK it, count the
- * resources, and read the timestamp stamped into versions
- * (`@@T<µs>;r<round>;`) to compute latency from the bytes alone.
+ * A load generator process: many ADS client streams over raw HTTP/2
+ * (h2-client.ts), delta or state of the world per group, driven by the
+ * coordinator over IPC. Per message it does the least a well-behaved client
+ * must: find the nonce and ACK it, count the resources, and read the
+ * timestamp stamped into the bytes (`@@T<µs>;r<round>;`: in versions for
+ * delta, in the payload for SotW, whose responses carry only the payload
+ * `Any`) to compute latency from the bytes alone.
  */
-import { DELTA_ADS_PATH } from '../../src/proto/ads-service';
-import { deltaRequestCodec } from '../../src/proto/messages';
-import { writeVarint, varintSize } from '../../src/proto/wire';
+import { DELTA_ADS_PATH, SOTW_ADS_PATH } from '../../src/proto/ads-service';
+import { deltaRequestCodec, discoveryRequestCodec } from '../../src/proto/messages';
+import { stringField, writeVarint, varintSize } from '../../src/proto/wire';
 import { TYPE_URL, expectedResources, namesFor } from '../lib/names';
 import { H2Conn, type H2Handler, type H2Stream } from './h2-client';
 import type {
@@ -47,6 +49,8 @@ class Client {
   /** Latency (ms) of the arrival that made roundSeen what it is. */
   roundLat = NaN;
   alive = true;
+  /** Newest stamp time seen (µs): in a SotW full-state response, older stamps are repeats, not deliveries. */
+  newestT0 = 0;
   versions: Map<string, string> | undefined;
   maxBatch = 0;
   messagesSinceResume = 0;
@@ -56,6 +60,8 @@ class Client {
     readonly index: number,
     readonly expect: number,
     readonly stallable: boolean,
+    /** SotW: the client's whole name list as encoded `resource_names` fields, repeated in every ACK. */
+    readonly namesField: Buffer | undefined,
   ) {
     if (stallable) this.versions = new Map();
   }
@@ -79,10 +85,14 @@ class Group {
   resources = 0;
   bytes = 0;
 
+  readonly sotw: boolean;
+
   constructor(
     readonly name: string,
     readonly spec: OpenCommand,
-  ) {}
+  ) {
+    this.sotw = spec.protocol === 'sotw';
+  }
 
   checkSync(): void {
     if (this.synced + this.ended < this.clients.length) return;
@@ -112,6 +122,41 @@ function ackBytes(msg: Buffer, typeS: number, typeE: number, nonceS: number, non
   p = writeVarint(out, p, tl);
   p += msg.copy(out, p, typeS, typeE);
   out[p++] = 0x32;
+  p = writeVarint(out, p, nl);
+  msg.copy(out, p, nonceS, nonceE);
+  return out;
+}
+
+/**
+ * SotW ACK, as gRPC sends it: DiscoveryRequest{version_info (1) = the
+ * response's, resource_names (3) = the same whole list, type_url (4),
+ * response_nonce (5)}, copied from the response's own bytes.
+ */
+function sotwAckBytes(
+  msg: Buffer,
+  namesField: Buffer,
+  verS: number,
+  verE: number,
+  typeS: number,
+  typeE: number,
+  nonceS: number,
+  nonceE: number,
+): Buffer {
+  const vl = verS >= 0 ? verE - verS : 0;
+  const tl = typeE - typeS;
+  const nl = nonceE - nonceS;
+  const out = Buffer.allocUnsafe((vl > 0 ? 1 + varintSize(vl) + vl : 0) + namesField.length + 2 + varintSize(tl) + tl + varintSize(nl) + nl);
+  let p = 0;
+  if (vl > 0) {
+    out[p++] = 0x0a;
+    p = writeVarint(out, p, vl);
+    p += msg.copy(out, p, verS, verE);
+  }
+  p += namesField.copy(out, p);
+  out[p++] = 0x22;
+  p = writeVarint(out, p, tl);
+  p += msg.copy(out, p, typeS, typeE);
+  out[p++] = 0x2a;
   p = writeVarint(out, p, nl);
   msg.copy(out, p, nonceS, nonceE);
   return out;
@@ -159,6 +204,8 @@ const handler: H2Handler<Client> = {
     g.bytes += msg.length;
     let pos = 0;
     let nRes = 0;
+    let verS = -1;
+    let verE = -1;
     let typeS = -1;
     let typeE = -1;
     let nonceS = -1;
@@ -182,6 +229,9 @@ const handler: H2Handler<Client> = {
         } else if (field === 5) {
           nonceS = p2;
           nonceE = p2 + len;
+        } else if (field === 1) {
+          verS = p2;
+          verE = p2 + len;
         }
         pos = p2 + len;
       } else if (wt === 0) pos = varint(msg, p1)[1];
@@ -198,7 +248,8 @@ const handler: H2Handler<Client> = {
       g.synced++;
       if (g.syncWaiters.length > 0) g.checkSync();
     }
-    // Stamped versions: @@T<t0 µs>;[r<round>;]
+    // Stamps: @@T<t0 µs>;[r<round>;] (delta: in each Resource.version; SotW: in each payload).
+    const seenT0 = c.newestT0;
     let i = msg.indexOf(MARK);
     while (i >= 0) {
       let p = i + 3;
@@ -222,10 +273,15 @@ const handler: H2Handler<Client> = {
           }
         }
       }
-      if (g.recording && t0 >= g.minT0Us) (c.stallable ? g.stalledSamples : g.samples).push(lat);
+      if (g.recording && t0 >= g.minT0Us && (!g.sotw || t0 > seenT0)) (c.stallable ? g.stalledSamples : g.samples).push(lat);
+      if (t0 > c.newestT0) c.newestT0 = t0;
       i = msg.indexOf(MARK, p);
     }
-    if (g.spec.ack && nonceS >= 0 && typeS >= 0) stream.send(ackBytes(msg, typeS, typeE, nonceS, nonceE));
+    if (g.spec.ack && nonceS >= 0 && typeS >= 0) {
+      stream.send(
+        c.namesField ? sotwAckBytes(msg, c.namesField, verS, verE, typeS, typeE, nonceS, nonceE) : ackBytes(msg, typeS, typeE, nonceS, nonceE),
+      );
+    }
   },
   onStreamEnd(stream, why) {
     const c = stream.owner;
@@ -247,24 +303,31 @@ function finishWatch(g: Group, w: Watcher): void {
 }
 
 function subscribeRequest(g: Group, c: Client): Buffer {
-  return deltaRequestCodec.encode({
-    node: { id: `bench-${g.name}-${c.index}`, cluster: 'bench', user_agent_name: 'xdstp-bench' },
-    type_url: TYPE_URL,
-    resource_names_subscribe: namesFor(g.spec.plan, c.index),
-  });
+  const node = { id: `bench-${g.name}-${c.index}`, cluster: 'bench', user_agent_name: 'xdstp-bench' };
+  const names = namesFor(g.spec.plan, c.index);
+  if (g.sotw) return discoveryRequestCodec.encode({ node, type_url: TYPE_URL, resource_names: names });
+  return deltaRequestCodec.encode({ node, type_url: TYPE_URL, resource_names_subscribe: names });
+}
+
+function encodeNames(names: readonly string[]): Buffer {
+  return Buffer.concat(names.map((n) => stringField(3, n)));
 }
 
 async function open(spec: OpenCommand): Promise<OpenResult> {
   const started = Date.now();
+  if (spec.protocol === 'sotw' && spec.stallEvery > 0) throw new Error('stallable clients track versions by name: delta groups only');
   const old = groups.get(spec.group);
   if (old) for (const conn of old.conns) conn.close();
   const g = new Group(spec.group, spec);
   groups.set(spec.group, g);
   g.openedAtUs = Number(process.hrtime.bigint() / 1000n);
+  // Every client of a 'same' plan sends the same list: one encoding for all.
+  const sameNames = g.sotw && spec.plan.kind === 'same' ? encodeNames(spec.plan.names) : undefined;
   for (let k = 0; k < spec.count; k++) {
     const index = spec.first + k;
     const stallable = spec.stallEvery > 0 && index % spec.stallEvery === spec.stallEvery - 1;
-    g.clients.push(new Client(g, index, expectedResources(spec.plan, index), stallable));
+    const namesField = g.sotw ? (sameNames ?? encodeNames(namesFor(spec.plan, index))) : undefined;
+    g.clients.push(new Client(g, index, expectedResources(spec.plan, index), stallable, namesField));
   }
   g.alive = g.clients.length;
   // Connections: consecutive clients share one when streamsPerConn > 1 (stallable clients get their own).
@@ -291,7 +354,7 @@ async function open(spec: OpenCommand): Promise<OpenResult> {
       const stall = batch[0]!.stallable;
       const conn = new H2Conn<Client>({
         port: spec.port,
-        path: DELTA_ADS_PATH,
+        path: g.sotw ? SOTW_ADS_PATH : DELTA_ADS_PATH,
         streamWindow: stall ? spec.stallWindow.stream : spec.window.stream,
         connWindow: stall ? spec.stallWindow.conn : spec.window.conn,
         handler,
