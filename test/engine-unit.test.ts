@@ -312,3 +312,20 @@ test('engine: an answer to an explicit legacy name does not count as the wildcar
   push(legacy, CLUSTER, [['z', 'v1']]);
   assert.deepEqual(removed(), ['y'], 'the wildcard answer (a resource only it covers) reconciles');
 });
+
+test('responses: clients asking one after another for the same large set share one encoding, never a nonce twice on a stream', () => {
+  const { a, client, push } = setup();
+  const first = client();
+  first.subscribe([L('g/*')]);
+  push(a, LISTENER, Array.from({ length: 10 }, (_, i): [string, string] => [L(`g/m${i}`), 'v1']));
+  const second = client();
+  second.subscribe([L('g/*')]);
+  const third = client();
+  third.subscribe([L('g/*')]);
+  assert.equal(second.stream.sent[0], third.stream.sent[0], 'one shared encoding for both answers');
+  // The same client asking again gets the same content under a new nonce.
+  second.subscribe([L('g/*')]);
+  assert.equal(second.stream.sent.length, 2);
+  assert.notEqual(second.stream.sent[1].nonce, second.stream.sent[0].nonce);
+  assert.equal(second.stream.decoded()[1].resources!.length, 10);
+});

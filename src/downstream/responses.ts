@@ -68,9 +68,47 @@ function shared(fan: FanOut, protocol: string, key: unknown, encode: () => Outgo
   return responses;
 }
 
+/**
+ * Large answers that clients asking for the same thing get one after another
+ * (a reconnect storm: each client's first request is its own round, but most
+ * ask for the same names), shared across rounds. Keyed by content: variants
+ * are immutable and their ids unique, so a hit is byte-for-byte the answer.
+ * Bounded by bytes; the oldest go first.
+ */
+class RecentAnswers {
+  private readonly byKey = new Map<string, OutgoingResponse[]>();
+  private bytes = 0;
+
+  constructor(private readonly maxBytes: number) {}
+
+  get(key: string, state: SubscriptionState): OutgoingResponse[] | undefined {
+    const hit = this.byKey.get(key);
+    // A stream never gets the same nonce twice.
+    if (!hit || hit.some((r) => r.nonce === state.lastNonce || state.unacked.includes(r))) return undefined;
+    return hit;
+  }
+
+  set(key: string, responses: OutgoingResponse[]): void {
+    let size = 0;
+    for (const r of responses) size += r.bytes.length;
+    if (size > this.maxBytes / 4) return;
+    this.byKey.set(key, responses);
+    this.bytes += size;
+    for (const [k, rs] of this.byKey) {
+      if (this.bytes <= this.maxBytes) break;
+      this.byKey.delete(k);
+      for (const r of rs) this.bytes -= r.bytes.length;
+    }
+  }
+}
+
+/** Answers with at least this many resources are worth sharing across rounds. */
+const RECENT_MIN_RESOURCES = 8;
+
 /** Incremental (delta) responses: the changed resources and removed names, split by size. */
 export class DeltaResponses implements ResponseBuilder {
   readonly protocol = 'delta';
+  private readonly recent = new RecentAnswers(32 * 1024 * 1024);
 
   constructor(
     private readonly nonces: NonceSource,
@@ -84,8 +122,16 @@ export class DeltaResponses implements ResponseBuilder {
     // Errors are rare and per client: never shared.
     if (!fan || !this.share || p.errors.length > 0) return this.encode(state.typeUrl, p);
     // The common case — one changed resource — is keyed by the shared variant itself: no string building.
-    const key: unknown = p.adds.length === 1 && p.removes.length === 0 && !p.forced ? p.adds[0] : signature(state.typeUrl, p.adds, p.removes);
-    return shared(fan, this.protocol, key, () => this.encode(state.typeUrl, p));
+    if (p.adds.length === 1 && p.removes.length === 0 && !p.forced) return shared(fan, this.protocol, p.adds[0], () => this.encode(state.typeUrl, p));
+    const key = signature(state.typeUrl, p.adds, p.removes);
+    return shared(fan, this.protocol, key, () => {
+      if (p.adds.length < RECENT_MIN_RESOURCES || p.forced) return this.encode(state.typeUrl, p);
+      const hit = this.recent.get(key, state);
+      if (hit) return hit;
+      const fresh = this.encode(state.typeUrl, p);
+      this.recent.set(key, fresh);
+      return fresh;
+    });
   }
 
   private encode(typeUrl: string, p: Pending): OutgoingResponse[] {

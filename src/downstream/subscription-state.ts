@@ -325,7 +325,19 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     const rejected = this.rejected?.get(name);
     if (rejected) return { version: rejected.kept, pending: false };
     if (this.prior?.has(name)) return { version: this.prior.get(name), pending: true };
+    // A first delivery records no prior (see notePrior): find it among what is on its way.
+    if (this.inFlight(name)) return { version: undefined, pending: true };
     return { version: this.held.get(name), pending: false };
+  }
+
+  /** Whether a change for `name` is held back (slow client) or sent and not yet ACKed. For status views, not the hot path. */
+  private inFlight(name: string): boolean {
+    if (this.backlog?.has(name)) return true;
+    for (const r of this.unacked) {
+      if (r.removes.includes(name)) return true;
+      for (const v of r.adds) if (v.name === name) return true;
+    }
+    return false;
   }
 
   /** SotW: the version_info of the ACKed response that last changed `name` (undefined for delta or none). */
@@ -333,10 +345,17 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     return this.ackedIn?.get(name);
   }
 
-  /** Remembers what the client held of `name` before a change it has not ACKed yet. */
+  /**
+   * Remembers what the client held of `name` before a change it has not ACKed
+   * yet. Nothing is recorded when it held nothing: a first sync (a reconnect
+   * storm, a new client) then costs no map, and status views find such names
+   * among the responses in flight instead.
+   */
   private notePrior(name: string): void {
+    const before = this.held.get(name);
+    if (before === undefined) return;
     const prior = (this.prior ??= new Map());
-    if (!prior.has(name)) prior.set(name, this.held.get(name));
+    if (!prior.has(name)) prior.set(name, before);
   }
 
   // --- engine callbacks (Watcher) ---------------------------------------
