@@ -1,4 +1,4 @@
-import { WIRE_LEN, WIRE_VARINT, WireError, scanFields } from './wire';
+import { WIRE_LEN, WIRE_VARINT, WireError, decodeUtf8Strict, scanFields } from './wire';
 import { nodeCodec, type Node } from './messages';
 
 /**
@@ -8,17 +8,16 @@ import { nodeCodec, type Node } from './messages';
  * become a subscription under a different, replacement-character name.
  */
 
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
-
 /** A request the relay will not act on; ends that stream with INVALID_ARGUMENT. */
 export class RequestError extends Error {}
 
 function utf8(buf: Uint8Array, start: number, end: number, field: string): string {
   if (end === start) return '';
   try {
-    return strictUtf8.decode(buf.subarray(start, end));
-  } catch {
-    throw new RequestError(`${field} is not valid UTF-8`);
+    return decodeUtf8Strict(buf, start, end, field);
+  } catch (err) {
+    if (err instanceof WireError) throw new RequestError(err.message);
+    throw err;
   }
 }
 
