@@ -1,4 +1,5 @@
 import type { Variant } from '../cache/memory-cache';
+import { DEFAULTS } from '../config';
 import type { FanOut } from '../hub/fan-out';
 import type { RelayMetrics } from '../metrics';
 import { encodeDeltaResponse } from '../proto/delta-response';
@@ -6,8 +7,6 @@ import { encodeResourceError } from '../proto/resource-error';
 import { encodeSotwResponse } from '../proto/sotw-response';
 import type { OutgoingResponse, Pending, ResponseBuilder, SubscriptionState } from './subscription-state';
 
-/** gRPC's default receive limit: what most clients accept in one message. */
-export const DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
 
 /** Room left in every response for its type URL, nonce, version and field tags. */
 const ENVELOPE_BYTES = 1024;
@@ -113,7 +112,7 @@ export class DeltaResponses implements ResponseBuilder {
   constructor(
     private readonly nonces: NonceSource,
     private readonly metrics: RelayMetrics,
-    private readonly maxBytes = DEFAULT_MAX_RESPONSE_BYTES,
+    private readonly maxBytes: number = DEFAULTS.maxResponseBytes,
     /** Off only for the encode-once ablation benchmark. */
     private readonly share = true,
   ) {}
@@ -167,7 +166,7 @@ export class SotwResponses implements ResponseBuilder {
   constructor(
     private readonly nonces: NonceSource,
     private readonly metrics: RelayMetrics,
-    private readonly maxBytes = DEFAULT_MAX_RESPONSE_BYTES,
+    private readonly maxBytes: number = DEFAULTS.maxResponseBytes,
     private readonly share = true,
   ) {}
 

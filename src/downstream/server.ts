@@ -6,11 +6,9 @@ import { adsServiceDefinition } from '../proto/ads-service';
 import type { AdsStream, AdsStreamOptions } from './ads-stream';
 import { DeltaStream } from './delta-stream';
 import { Drainer, type DrainResult } from './drain';
-import { DEFAULT_MAX_RESPONSE_BYTES, DeltaResponses, NonceSource, SotwResponses } from './responses';
+import { DEFAULTS } from '../config';
+import { DeltaResponses, NonceSource, SotwResponses } from './responses';
 import { SotwStream } from './sotw-stream';
-
-/** What a client may send in one message unless configured otherwise. */
-export const DEFAULT_MAX_REQUEST_BYTES = 16 * 1024 * 1024;
 
 export interface DownstreamServerOptions {
   engine: SubscriptionEngine;
@@ -46,11 +44,11 @@ export class DownstreamServer {
       'grpc.keepalive_time_ms': 60_000,
       'grpc.keepalive_timeout_ms': 20_000,
       'grpc.keepalive_permit_without_calls': 1,
-      'grpc.max_receive_message_length': opts.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES,
+      'grpc.max_receive_message_length': opts.maxRequestBytes ?? DEFAULTS.maxRequestBytes,
       ...opts.serverOptions,
     });
     const nonces = new NonceSource();
-    const maxResponse = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+    const maxResponse = opts.maxResponseBytes ?? DEFAULTS.maxResponseBytes;
     const share = opts.shareResponses ?? true;
     const delta = new DeltaResponses(nonces, opts.metrics, maxResponse, share);
     const sotw = new SotwResponses(nonces, opts.metrics, maxResponse, share);

@@ -6,7 +6,8 @@ import { deltaRequestCodec, type DeltaDiscoveryRequest, type Node } from '../pro
 import { insecureChannel, type ChannelSetup } from '../security/tls';
 import { Backoff } from './backoff';
 import { PoisonBisect, type NamePair } from './poison-bisect';
-import { DEFAULT_MAX_REQUEST_BYTES, splitSubscriptionChange, type SubscriptionChange } from './request-split';
+import { DEFAULTS } from '../config';
+import { splitSubscriptionChange, type SubscriptionChange } from './request-split';
 import { checkDeltaResponse } from './response-check';
 import type { UpstreamPort, UpstreamSink } from './types';
 
@@ -134,7 +135,7 @@ export class GrpcUpstream implements UpstreamPort {
     this.backoff = opts.backoff ?? new Backoff();
     this.batchMs = opts.batchMs ?? 100;
     this.connectTimeoutMs = opts.connectTimeoutMs ?? 2000;
-    this.maxRequestBytes = opts.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES;
+    this.maxRequestBytes = opts.maxRequestBytes ?? DEFAULTS.maxResponseBytes;
     this.rejectedRetryMs = opts.rejectedRetryMs ?? 5 * 60_000;
     this.bisect = new PoisonBisect({
       settleMs: opts.settleMs ?? 1000,

@@ -6,9 +6,6 @@
 import { deltaRequestCodec, type DeltaDiscoveryRequest, type Node } from '../proto/messages';
 import { varintSize } from '../proto/wire';
 
-/** gRPC's default maximum receive message size. */
-export const DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024;
-
 /** A subscription change for one type URL, before splitting. */
 export interface SubscriptionChange {
   typeUrl: string;
