@@ -75,3 +75,36 @@ export function requireBinaries(bins: string[]): void {
     );
   }
 }
+
+/** A spawned server program: the tail of its output and how it exited, kept for error messages; a bounded stop. */
+export class WatchedChild {
+  /** Set once the process exited: how. */
+  exited: string | undefined;
+  private tail = '';
+
+  constructor(
+    readonly proc: import('node:child_process').ChildProcess,
+    name: string,
+  ) {
+    const keep = (d: Buffer): void => {
+      this.tail = (this.tail + d.toString('utf8')).slice(-4000);
+    };
+    proc.stdout?.on('data', keep);
+    proc.stderr?.on('data', keep);
+    proc.once('exit', (code, signal) => (this.exited = `${name} exited (code ${code}, signal ${signal})`));
+  }
+
+  get output(): string {
+    return this.tail;
+  }
+
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves once it exited. */
+  async stop(graceMs: number): Promise<void> {
+    if (this.exited) return;
+    const done = new Promise<void>((r) => this.proc.once('exit', () => r()));
+    this.proc.kill('SIGTERM');
+    const timer = setTimeout(() => this.proc.kill('SIGKILL'), graceMs);
+    await done;
+    clearTimeout(timer);
+  }
+}

@@ -6,7 +6,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { requireBinaries, which } from './binaries';
+import { WatchedChild, requireBinaries, which } from './binaries';
 import { freePort } from './ports';
 import { sleep } from './wait';
 
@@ -20,20 +20,22 @@ export interface SentinelOptions {
 }
 
 export class RedisSentinel {
-  private exited: string | undefined;
-  private output = '';
+  private readonly child: WatchedChild;
 
   private constructor(
-    private readonly proc: ChildProcess,
+    proc: ChildProcess,
     private readonly dir: string,
     readonly port: number,
   ) {
-    const keep = (d: Buffer): void => {
-      this.output = (this.output + d.toString('utf8')).slice(-4000);
-    };
-    proc.stdout?.on('data', keep);
-    proc.stderr?.on('data', keep);
-    proc.once('exit', (code, signal) => (this.exited = `redis-sentinel exited (code ${code}, signal ${signal})`));
+    this.child = new WatchedChild(proc, 'redis-sentinel');
+  }
+
+  private get exited(): string | undefined {
+    return this.child.exited;
+  }
+
+  private get output(): string {
+    return this.child.output;
   }
 
   static async start(o: SentinelOptions): Promise<RedisSentinel> {
@@ -92,13 +94,7 @@ export class RedisSentinel {
   }
 
   async stop(): Promise<void> {
-    if (!this.exited) {
-      const done = new Promise<void>((r) => this.proc.once('exit', () => r()));
-      this.proc.kill('SIGTERM');
-      const timer = setTimeout(() => this.proc.kill('SIGKILL'), 3000);
-      await done;
-      clearTimeout(timer);
-    }
+    await this.child.stop(3000);
     rmSync(this.dir, { recursive: true, force: true });
   }
 }
