@@ -1,6 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
 import type { SubscriptionEngine } from '../hub/engine';
-import { FanOut } from '../hub/fan-out';
 import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
 import type { Node } from '../proto/messages';
@@ -228,10 +227,6 @@ export abstract class AdsStream implements StreamPort {
     metrics.nacks.inc({ type: metrics.typeLabel(state.typeUrl) });
     logger.warn({ client: this.id, node: this.nodeId, typeUrl: state.typeUrl, nonce, error: message }, 'client NACK');
     state.nack(nonce, message);
-  }
-
-  protected newRound(): FanOut {
-    return new FanOut();
   }
 
   private onDrain(): void {

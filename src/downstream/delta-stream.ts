@@ -1,3 +1,4 @@
+import { FanOut } from '../hub/fan-out';
 import { WILDCARD } from '../hub/routing';
 import { decodeDeltaRequest } from '../proto/requests';
 import { AdsStream, LEGACY_WILDCARD_TYPES, type Protocol } from './ads-stream';
@@ -31,7 +32,7 @@ export class DeltaStream extends AdsStream {
       subscribe = [WILDCARD];
     }
     // Subscription changes count even with a stale nonce (spec 001).
-    const fan = this.newRound();
+    const fan = new FanOut();
     if (req.unsubscribe.length > 0) state.unsubscribe(req.unsubscribe, fan);
     if (first) state.setInitialVersions(req.initialVersions);
     if (subscribe.length > 0) state.subscribe(subscribe, fan, first ? req.initialVersions : undefined);

@@ -1,3 +1,4 @@
+import { FanOut } from '../hub/fan-out';
 import { WILDCARD } from '../hub/routing';
 import { decodeSotwRequest } from '../proto/requests';
 import { AdsStream, LEGACY_WILDCARD_TYPES, type Protocol } from './ads-stream';
@@ -47,7 +48,7 @@ export class SotwStream extends AdsStream {
     for (const name of want) if (!state.names.has(name)) added.push(name);
     if (gone.length === 0 && added.length === 0) return;
     if (!this.withinLimits(added, added.length + gone.length, added.length - gone.length)) return;
-    const fan = this.newRound();
+    const fan = new FanOut();
     if (gone.length > 0) state.unsubscribe(gone, fan);
     if (added.length > 0) state.subscribe(added, fan);
     fan.finish();

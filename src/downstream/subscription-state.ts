@@ -122,10 +122,6 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     return this.stream.identity;
   }
 
-  get streamId(): number {
-    return this.stream.id;
-  }
-
   get protocol(): 'delta' | 'sotw' {
     return this.builder.protocol;
   }

@@ -71,10 +71,6 @@ export class SubscriptionEngine implements UpstreamSink {
     return this.clientSubscriptions;
   }
 
-  get upstreamSubscriptionCount(): number {
-    return this.index.size;
-  }
-
   subscriptions(): IterableIterator<Subscription> {
     return this.index.values();
   }
