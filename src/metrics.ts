@@ -8,10 +8,24 @@ const CLIENT_STATUSES = ['synced', 'stale', 'nacked'] as const;
 type ClientStatusLabel = (typeof CLIENT_STATUSES)[number];
 const CLIENT_STATUS_RANK: Record<ClientStatusLabel, number> = { synced: 0, stale: 1, nacked: 2 };
 
-export interface TypeCounters {
-  responses: client.Counter.Internal;
-  resources: client.Counter.Internal;
-  subscriptions: client.Gauge.Internal<string>;
+/**
+ * Per-type counts kept as plain numbers on the hot paths (every response to
+ * every client, every subscription in a reconnect storm) and copied into
+ * their prom-client metrics at scrape time: an increment through prom-client
+ * hashes its labels each time.
+ */
+export interface TypeTally {
+  responses: number;
+  resources: number;
+  subscriptions: number;
+}
+
+/** Label-less hot-path counts, copied into their metrics at scrape time like TypeTally. */
+interface Tally {
+  bytesSent: number;
+  cacheHitsMemory: number;
+  cacheHitsShared: number;
+  cacheMisses: number;
 }
 
 /**
@@ -45,6 +59,7 @@ export class RelayMetrics {
     help: 'Client subscriptions (names and globs) across all streams, by type.',
     labelNames: ['type'],
     registers: [this.registry],
+    collect: () => this.flushTallies(),
   });
   readonly upstreamConnected = new client.Gauge({
     name: 'xdstp_relay_upstream_connected',
@@ -119,11 +134,13 @@ export class RelayMetrics {
     help: 'New subscriptions answered from the cache without waiting for upstream.',
     labelNames: ['tier'],
     registers: [this.registry],
+    collect: () => this.flushTallies(),
   });
   readonly cacheMisses = new client.Counter({
     name: 'xdstp_relay_cache_misses_total',
     help: 'New subscriptions that had to wait for upstream.',
     registers: [this.registry],
+    collect: () => this.flushTallies(),
   });
   readonly redisErrors = new client.Counter({
     name: 'xdstp_relay_redis_errors_total',
@@ -136,17 +153,20 @@ export class RelayMetrics {
     help: 'DeltaDiscoveryResponses written to clients.',
     labelNames: ['type'],
     registers: [this.registry],
+    collect: () => this.flushTallies(),
   });
   readonly resourcesSent = new client.Counter({
     name: 'xdstp_relay_resources_sent_total',
     help: 'Resources (adds and updates) written to clients.',
     labelNames: ['type'],
     registers: [this.registry],
+    collect: () => this.flushTallies(),
   });
   readonly bytesSent = new client.Counter({
     name: 'xdstp_relay_sent_bytes_total',
     help: 'Response bytes written to clients.',
     registers: [this.registry],
+    collect: () => this.flushTallies(),
   });
   readonly responsesEncoded = new client.Counter({
     name: 'xdstp_relay_responses_encoded_total',
@@ -284,21 +304,45 @@ export class RelayMetrics {
     }
   }
 
-  private readonly perType = new Map<string, TypeCounters>();
+  /** Type URL → the tally of its label (several URLs may share the `other` label's). */
+  private readonly perType = new Map<string, TypeTally>();
+  private readonly perLabel = new Map<string, { tally: TypeTally; flushed: TypeTally }>();
+  /** Hot-path counts without labels (see TypeTally). */
+  readonly tally: Tally = { bytesSent: 0, cacheHitsMemory: 0, cacheHitsShared: 0, cacheMisses: 0 };
+  private readonly flushed: Tally = { bytesSent: 0, cacheHitsMemory: 0, cacheHitsShared: 0, cacheMisses: 0 };
 
-  /** Pre-resolved metric children for a type URL, so per-client and per-subscription paths skip label hashing. */
-  forType(typeUrl: string): TypeCounters {
-    let c = this.perType.get(typeUrl);
-    if (!c) {
+  /** The per-type tally for a type URL: plain numbers the hot paths add to (see TypeTally). */
+  forType(typeUrl: string): TypeTally {
+    let t = this.perType.get(typeUrl);
+    if (!t) {
       const type = this.typeLabel(typeUrl);
-      c = {
-        responses: this.responsesSent.labels(type),
-        resources: this.resourcesSent.labels(type),
-        subscriptions: this.downstreamSubscriptions.labels(type),
-      };
-      if (this.perType.size < MAX_TYPE_LABELS * 4) this.perType.set(typeUrl, c);
+      let byLabel = this.perLabel.get(type);
+      if (!byLabel) {
+        byLabel = { tally: { responses: 0, resources: 0, subscriptions: 0 }, flushed: { responses: 0, resources: 0, subscriptions: 0 } };
+        this.perLabel.set(type, byLabel);
+      }
+      t = byLabel.tally;
+      if (this.perType.size < MAX_TYPE_LABELS * 4) this.perType.set(typeUrl, t);
     }
-    return c;
+    return t;
+  }
+
+  /** Copies the tallies into their metrics (runs on every read of one of them; idempotent). */
+  private flushTallies(): void {
+    for (const [type, { tally, flushed }] of this.perLabel) {
+      if (tally.responses !== flushed.responses) this.responsesSent.inc({ type }, tally.responses - flushed.responses);
+      if (tally.resources !== flushed.resources) this.resourcesSent.inc({ type }, tally.resources - flushed.resources);
+      this.downstreamSubscriptions.set({ type }, tally.subscriptions);
+      flushed.responses = tally.responses;
+      flushed.resources = tally.resources;
+    }
+    const t = this.tally;
+    const f = this.flushed;
+    if (t.bytesSent !== f.bytesSent) this.bytesSent.inc(t.bytesSent - f.bytesSent);
+    if (t.cacheHitsMemory !== f.cacheHitsMemory) this.cacheHits.inc({ tier: 'memory' }, t.cacheHitsMemory - f.cacheHitsMemory);
+    if (t.cacheHitsShared !== f.cacheHitsShared) this.cacheHits.inc({ tier: 'shared' }, t.cacheHitsShared - f.cacheHitsShared);
+    if (t.cacheMisses !== f.cacheMisses) this.cacheMisses.inc(t.cacheMisses - f.cacheMisses);
+    Object.assign(f, t);
   }
 
   /** A bounded label for a type URL: its message name, or `other` once the set is full. */

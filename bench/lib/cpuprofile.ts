@@ -1,5 +1,7 @@
 /** Reads a V8 .cpuprofile (node --cpu-prof) and summarizes where the time went. */
 import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { BenchContext } from './context';
 
 interface ProfileNode {
   id: number;
@@ -45,12 +47,18 @@ function label(n: ProfileNode): string {
   return `${functionName || '(anonymous)'} ${file}${url ? `:${lineNumber + 1}` : ''}`;
 }
 
+/** A stretch of a run, in CLOCK_MONOTONIC µs (nowUs()), a profile summary is restricted to. */
+export interface ProfileWindow {
+  fromUs: number;
+  toUs: number;
+}
+
 /**
  * `windows` restrict the summary to samples taken between pairs of
  * CLOCK_MONOTONIC µs instants (V8's profile clock is the same monotonic clock
  * as process.hrtime on Linux), e.g. only the measured rounds of a scenario.
  */
-export function summarizeProfile(file: string, top = 20, windows?: ReadonlyArray<{ fromUs: number; toUs: number }>): ProfileSummary {
+export function summarizeProfile(file: string, top = 20, windows?: readonly ProfileWindow[]): ProfileSummary {
   const p = JSON.parse(fs.readFileSync(file, 'utf8')) as Profile;
   const byId = new Map<number, ProfileNode>();
   for (const n of p.nodes) byId.set(n.id, n);
@@ -110,4 +118,20 @@ export function summarizeProfile(file: string, top = 20, windows?: ReadonlyArray
       .slice(0, top)
       .map(([fn, ms]) => ({ fn, totalMs: round(ms), pct: pct(ms) })),
   };
+}
+
+/** The summary of the one profile a --cpu-prof process wrote into `dir`, over `windows` only. */
+export function profileIn(dir: string, windows: readonly ProfileWindow[]): { file: string; summary: ProfileSummary } | undefined {
+  const files = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')) : [];
+  if (files.length === 0) return undefined;
+  const file = path.join(dir, files[0]!);
+  return { file, summary: summarizeProfile(file, 25, windows) };
+}
+
+export function logProfile(ctx: BenchContext, what: string, p: { file: string; summary: ProfileSummary }): void {
+  const ps = p.summary;
+  ctx.log(`  ${what} CPU profile: ${p.file} (measured rounds only below)`);
+  ctx.log(`  busy ${ps.busyMs} ms; by category: ${ps.byCategory.slice(0, 12).map((c) => `${c.category} ${c.pct}%`).join(', ')}`);
+  for (const f of ps.topSelf.slice(0, 15)) ctx.log(`    self ${String(f.pct).padStart(5)}%  ${f.fn}`);
+  for (const f of ps.topInclusive.slice(0, 25)) ctx.log(`    incl ${String(f.pct).padStart(5)}%  ${f.fn}`);
 }

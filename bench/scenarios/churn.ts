@@ -11,7 +11,10 @@
  * 20% of the changes hit the stallable clients' resources (in every window, so
  * windows compare like for like), enough to exhaust a stalled client's window.
  */
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { BenchOrigin } from '../origin';
+import { logProfile, profileIn } from '../lib/cpuprofile';
 import type { BenchContext, ScenarioResult } from '../lib/context';
 import { churnName, churnPicks, stampedVersion, type Plan } from '../lib/names';
 import { nowUs, sleep } from '../lib/proc';
@@ -58,6 +61,9 @@ interface Window {
   name: string;
   rate: number;
   ms: number;
+  /** When it ran (nowUs), for profiles. */
+  fromUs: number;
+  toUs: number;
   changes: number;
   responses: number;
   cpuSec: number;
@@ -97,6 +103,7 @@ async function runWindow(
 ): Promise<Window> {
   await gens.record('churn', true, nowUs());
   const m0 = await relay.metrics();
+  const fromUs = nowUs();
   const cpu0 = relay.cpu();
   const rssStart = relay.mem().rss;
   let rssMax = rssStart;
@@ -104,6 +111,7 @@ async function runWindow(
   const changes = await drive(origin, rate, ms, seed, hot);
   await sleep(300);
   const cpu1 = relay.cpu();
+  const toUs = nowUs();
   clearInterval(sampler);
   const m1 = await relay.metrics();
   const col = await gens.collect('churn');
@@ -113,6 +121,8 @@ async function runWindow(
     name,
     rate,
     ms,
+    fromUs,
+    toUs,
     changes,
     responses: d('xdstp_relay_responses_sent_total'),
     cpuSec: cpu1 - cpu0,
@@ -155,7 +165,9 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioResult> {
   const origin = await BenchOrigin.start({ payloadBytes: ctx.payloadBytes });
   ctx.defer(() => origin.stop());
   origin.put(Array.from({ length: RESOURCES }, (_, i) => churnName(i)), 'v1');
-  const relay = await startRelay({ originPort: origin.port });
+  const profDir = path.join(os.tmpdir(), `xdstp-bench-prof-${ctx.runId}-churn`);
+  const ceilProfDir = `${profDir}-ceiling`;
+  const relay = await startRelay({ originPort: origin.port, nodeArgs: ctx.profile ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [] });
   ctx.defer(() => relay.stop());
 
   const plan: Extract<Plan, { kind: 'churn' }> = { kind: 'churn', size: RESOURCES, perClient: SUBS, seed: 11 };
@@ -205,13 +217,14 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioResult> {
   );
 
   // Baseline: bare grpc-js writing as many responses per second, round-robin over as many streams.
-  const ceil = await startCeiling('grpc');
+  const ceil = await startCeiling('grpc', ctx.profile ? ['--cpu-prof', `--cpu-prof-dir=${ceilProfDir}`] : []);
   ctx.defer(() => ceil.stop());
   await gens.open('cchurn', ceil.port, CLIENTS, plan, { concurrency: 256 });
   const deadline = Date.now() + 30_000;
   while ((await ceil.rpc.call<{ requested: number }>({ cmd: 'ready' })).requested < CLIENTS && Date.now() < deadline) await sleep(100);
   await gens.record('cchurn', true, nowUs());
   const c0 = ceil.cpu();
+  const ceilFromUs = nowUs();
   const churned = await ceil.rpc.call<{ responses: number }>({
     cmd: 'churn',
     responsesPerSec: Math.round(p1000.responsesPerSec),
@@ -221,9 +234,20 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioResult> {
   });
   await sleep(300);
   const c1 = ceil.cpu();
+  const ceilToUs = nowUs();
   const ccol = await gens.collect('cchurn');
   const ceilPerCpu = churned.responses / (c1 - c0);
   const ceilP99 = percentile(ccol.samples.concat(ccol.stalledSamples), 99);
+
+  if (ctx.profile) {
+    // Profiles are written on exit; the relay's over its 1,000/s windows without a stall.
+    await relay.stop();
+    await ceil.stop();
+    const rp = profileIn(profDir, normal);
+    if (rp) logProfile(ctx, 'churn relay (1000/s windows)', rp);
+    const cp = profileIn(ceilProfDir, [{ fromUs: ceilFromUs, toUs: ceilToUs }]);
+    if (cp) logProfile(ctx, 'churn ceiling', cp);
+  }
 
   // Whether a relay major GC lands in a window decides its p99 (the relay's GC threads share its one
   // core), so compare the median of per-window p99s, robust to that lottery; the pooled p99s are shown too.

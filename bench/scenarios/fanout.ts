@@ -14,7 +14,6 @@
  * the payload bytes — so the load generator reads it from the wire), server
  * CPU per 1,000 deliveries, and the load generators' own CPU share.
  */
-import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { BenchOrigin } from '../origin';
@@ -24,7 +23,7 @@ import { fanGlob, fanMember, stampedVersion, type Plan } from '../lib/names';
 import { cpuSettled, nowUs, sleep } from '../lib/proc';
 import { GenPool, metricValue, startCeiling, startRelay, type RelayProc } from '../lib/servers';
 import { fmt, fmtRatio, max, median, percentile } from '../lib/stats';
-import { summarizeProfile, type ProfileSummary } from '../lib/cpuprofile';
+import { logProfile, profileIn, type ProfileSummary, type ProfileWindow } from '../lib/cpuprofile';
 
 const MEMBERS = 4;
 /** Fan-out speed (ceiling time ÷ relay time) the relay must reach, delta and SotW alike. */
@@ -32,10 +31,7 @@ const FANOUT_TARGET = 0.7;
 
 type TargetKey = 'ceiling' | 'ceilingPerClient' | 'h2' | 'relay' | 'noshare' | 'sotwCeiling' | 'sotwRelay';
 
-interface Window {
-  fromUs: number;
-  toUs: number;
-}
+type Window = ProfileWindow;
 
 interface Target {
   key: TargetKey;
@@ -174,22 +170,6 @@ async function interleave(
     if (r === warmup - 1) ctx.log(`  warm-up done; measuring ${rounds} interleaved rounds`);
   }
   return { records, windows, lastRound: round };
-}
-
-/** The summary of the one profile a --cpu-prof process wrote into `dir`, over `windows` only. */
-function profileIn(dir: string, windows: readonly Window[]): { file: string; summary: ProfileSummary } | undefined {
-  const files = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')) : [];
-  if (files.length === 0) return undefined;
-  const file = path.join(dir, files[0]!);
-  return { file, summary: summarizeProfile(file, 25, windows) };
-}
-
-function logProfile(ctx: BenchContext, what: string, p: { file: string; summary: ProfileSummary }): void {
-  const ps = p.summary;
-  ctx.log(`  ${what} CPU profile: ${p.file} (measured rounds only below)`);
-  ctx.log(`  busy ${ps.busyMs} ms; by category: ${ps.byCategory.slice(0, 12).map((c) => `${c.category} ${c.pct}%`).join(', ')}`);
-  for (const f of ps.topSelf.slice(0, 15)) ctx.log(`    self ${String(f.pct).padStart(5)}%  ${f.fn}`);
-  for (const f of ps.topInclusive.slice(0, 25)) ctx.log(`    incl ${String(f.pct).padStart(5)}%  ${f.fn}`);
 }
 
 export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {

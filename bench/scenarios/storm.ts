@@ -4,10 +4,13 @@
  * alternate with a baseline: a bare grpc-js server answering each stream's
  * first request with one pre-encoded 120-resource response.
  */
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { BenchOrigin } from '../origin';
+import { logProfile, profileIn, type ProfileWindow } from '../lib/cpuprofile';
 import type { BenchContext, ScenarioResult } from '../lib/context';
 import { poolName, syncGlob, syncMember, type Plan } from '../lib/names';
-import { cpuSeconds, memStatus, sleep } from '../lib/proc';
+import { cpuSeconds, memStatus, nowUs, sleep } from '../lib/proc';
 import { GenPool, metricValue, startCeiling, startRelay } from '../lib/servers';
 import { fmt, fmtRatio, max, median, percentile } from '../lib/stats';
 
@@ -41,9 +44,11 @@ export async function runStorm(ctx: BenchContext): Promise<ScenarioResult> {
   origin.put(Array.from({ length: POOL }, (_, i) => poolName(i)), 'v1');
   origin.put(Array.from({ length: GLOB_MEMBERS }, (_, j) => syncMember(j)), 'v1');
 
-  const relay = await startRelay({ originPort: origin.port });
+  const profDir = path.join(os.tmpdir(), `xdstp-bench-prof-${ctx.runId}-storm`);
+  const ceilProfDir = `${profDir}-ceiling`;
+  const relay = await startRelay({ originPort: origin.port, nodeArgs: ctx.profile ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [] });
   ctx.defer(() => relay.stop());
-  const ceil = await startCeiling('grpc');
+  const ceil = await startCeiling('grpc', ctx.profile ? ['--cpu-prof', `--cpu-prof-dir=${ceilProfDir}`] : []);
   ctx.defer(() => ceil.stop());
   const names = [...Array.from({ length: PER_CLIENT }, (_, i) => poolName(i)), ...Array.from({ length: GLOB_MEMBERS }, (_, j) => syncMember(j))];
   await ceil.rpc.call({ cmd: 'syncResponse', names, payloadBytes: ctx.payloadBytes });
@@ -57,6 +62,7 @@ export async function runStorm(ctx: BenchContext): Promise<ScenarioResult> {
 
   const plan: Plan = { kind: 'pool', size: POOL, perClient: PER_CLIENT, extra: [syncGlob()], extraResources: GLOB_MEMBERS };
   const records: StormRound[] = [];
+  const windows = { relay: [] as ProfileWindow[], ceiling: [] as ProfileWindow[] };
   for (let r = 0; r < rounds; r++) {
     const order: Array<'relay' | 'ceiling'> = r % 2 === 0 ? ['ceiling', 'relay'] : ['relay', 'ceiling'];
     for (const target of order) {
@@ -71,9 +77,11 @@ export async function runStorm(ctx: BenchContext): Promise<ScenarioResult> {
         if (rss > peak) peak = rss;
       }, 25);
       const cpu0 = cpuSeconds(pid);
+      const fromUs = nowUs();
       const opened = gens.open('storm', port, N, plan, { subscribe: true, concurrency: 512 });
       const res = await gens.waitSynced('storm', ctx.full ? 180_000 : 60_000);
       const cpu1 = cpuSeconds(pid);
+      windows[target].push({ fromUs, toUs: nowUs() });
       clearInterval(sampler);
       const o = await opened;
       if (o.failed > 0) ctx.log(`  ${target}: ${o.failed} connections failed (${o.firstError ?? ''})`);
@@ -110,6 +118,15 @@ export async function runStorm(ctx: BenchContext): Promise<ScenarioResult> {
         while (Date.now() < deadline && metricValue(await relay.metrics(), 'xdstp_relay_downstream_streams') > 1) await sleep(100);
       }
       await sleep(300);
+    }
+  }
+  if (ctx.profile) {
+    // Profiles are written on exit.
+    await relay.stop();
+    await ceil.stop();
+    for (const [what, dir, ws] of [['relay', profDir, windows.relay], ['ceiling', ceilProfDir, windows.ceiling]] as const) {
+      const p = profileIn(dir, ws);
+      if (p) logProfile(ctx, `storm ${what}`, p);
     }
   }
   const rel = records.filter((x) => x.target === 'relay');

@@ -116,10 +116,10 @@ export abstract class AdsStream implements StreamPort {
     if (this.closed) return;
     const { metrics } = this.opts;
     this.lastNonce = response.nonce;
-    const counters = metrics.forType(response.typeUrl);
-    counters.responses.inc();
-    if (response.adds.length > 0) counters.resources.inc(response.adds.length);
-    metrics.bytesSent.inc(response.bytes.length);
+    const tally = metrics.forType(response.typeUrl);
+    tally.responses++;
+    tally.resources += response.adds.length;
+    metrics.tally.bytesSent += response.bytes.length;
     if (!this.call.write(response.bytes)) this.blocked = true;
   }
 

@@ -126,7 +126,7 @@ export class SubscriptionEngine implements UpstreamSink {
     if (after !== before) {
       sub.watchers.set(watcher, after);
       this.clientSubscriptions++;
-      metrics.forType(watcher.typeUrl).subscriptions.inc();
+      metrics.forType(watcher.typeUrl).subscriptions++;
     }
     return sub;
   }
@@ -138,7 +138,7 @@ export class SubscriptionEngine implements UpstreamSink {
     const rest = removeSpelling(spellings, spelling);
     if (rest === spellings) return;
     this.clientSubscriptions--;
-    this.opts.metrics.forType(watcher.typeUrl).subscriptions.dec();
+    this.opts.metrics.forType(watcher.typeUrl).subscriptions--;
     if (rest !== undefined) {
       sub.watchers.set(watcher, rest);
       return;
@@ -183,7 +183,8 @@ export class SubscriptionEngine implements UpstreamSink {
       }
       if (sub.answered && !keepHeld) watcher.collectionKnown(sub, spellings, fan);
     }
-    metrics.cacheHits.inc({ tier: fromShared ? 'shared' : 'memory' });
+    if (fromShared) metrics.tally.cacheHitsShared++;
+    else metrics.tally.cacheHitsMemory++;
   }
 
   /**
@@ -208,7 +209,7 @@ export class SubscriptionEngine implements UpstreamSink {
 
   private miss(watcher: Watcher, sub: Subscription): void {
     const { store, metrics, logger } = this.opts;
-    metrics.cacheMisses.inc();
+    metrics.tally.cacheMisses++;
     if (sub.refetch) sub.upstream.refetch(sub.typeUrl, sub.upstreamName);
     // A glob is read through only while its upstream is away: the upstream
     // would never retract a member the shared tier still holds but it deleted.

@@ -13,12 +13,12 @@ export type SubscriptionKind = 'singleton' | 'glob' | 'legacy' | 'wildcard';
 
 /** Where a client subscription goes: its dedup key, upstream and the name asked upstream. */
 export interface Route {
-  kind: SubscriptionKind;
-  key: string;
+  readonly kind: SubscriptionKind;
+  readonly key: string;
   /** Authority of the upstream that serves it; null = the default upstream (legacy names). */
-  authority: string | null;
+  readonly authority: string | null;
   /** The name subscribed upstream: canonical for xdstp, verbatim for legacy names. */
-  upstreamName: string;
+  readonly upstreamName: string;
 }
 
 export type RejectReason = 'malformed' | 'unknown_authority' | 'type_mismatch' | 'no_default_upstream' | 'directive';
@@ -45,14 +45,40 @@ export function legacyKey(typeUrl: string, name: string): string {
   return `legacy:${typeUrl}:${name}`;
 }
 
+/** Routes remembered per type URL; past this many, that type's memo starts over. */
+const ROUTE_MEMO_LIMIT = 32_768;
+/** Type URLs with a memo; past this many (clients inventing type URLs), all start over. */
+const ROUTE_MEMO_TYPES = 64;
+
 /** Decides, per name, which upstream serves it and under which key it is deduplicated. */
 export class Router {
+  /**
+   * route() depends only on its arguments, and a reconnect storm asks it the
+   * same few names for every client: its answers are remembered (bounded, so
+   * clients inventing names cannot grow it without limit).
+   */
+  private readonly routes = new Map<string, Map<string, Route | Rejection>>();
+
   constructor(
     private readonly authorities: ReadonlySet<string>,
     private readonly hasDefaultUpstream: boolean,
   ) {}
 
   route(typeUrl: string, name: string): Route | Rejection {
+    let memo = this.routes.get(typeUrl);
+    if (!memo) {
+      if (this.routes.size >= ROUTE_MEMO_TYPES) this.routes.clear();
+      this.routes.set(typeUrl, (memo = new Map()));
+    }
+    let r = memo.get(name);
+    if (r === undefined) {
+      if (memo.size >= ROUTE_MEMO_LIMIT) memo.clear();
+      memo.set(name, (r = this.computeRoute(typeUrl, name)));
+    }
+    return r;
+  }
+
+  private computeRoute(typeUrl: string, name: string): Route | Rejection {
     if (!isXdstpName(name)) {
       if (!this.hasDefaultUpstream) {
         return { reason: 'no_default_upstream', message: `non-xdstp name "${name}" and no --default-upstream is configured` };
