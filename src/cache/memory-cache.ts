@@ -18,6 +18,8 @@ export interface Variant {
 
 let nextVariantId = 1;
 
+const NO_ENTRIES: readonly CacheEntry[] = [];
+
 export function makeVariant(name: string, version: string, bytes: Buffer, payload?: Buffer): Variant {
   return { id: nextVariantId++, name, version, bytes, payload };
 }
@@ -69,6 +71,13 @@ export class CacheEntry {
 export class MemoryCache {
   private readonly resources = new Map<string, CacheEntry>();
   private readonly collections = new Map<string, Set<string>>();
+  /**
+   * Collection key → its members as a list, built on first ask and dropped on
+   * any change to the collection: a reconnect storm asks for the same glob
+   * once per client. Lists are never changed in place, so a caller iterating
+   * one while the cache changes keeps a consistent snapshot.
+   */
+  private readonly memberLists = new Map<string, readonly CacheEntry[]>();
   private readonly absent = new Set<string>();
   private totalBytes = 0;
 
@@ -86,7 +95,10 @@ export class MemoryCache {
 
   set(entry: CacheEntry): void {
     const prev = this.resources.get(entry.key);
-    if (prev) this.totalBytes -= prev.stored.resource.length;
+    if (prev) {
+      this.totalBytes -= prev.stored.resource.length;
+      if (prev.stored.glob !== undefined) this.memberLists.delete(prev.stored.glob);
+    }
     this.resources.set(entry.key, entry);
     this.totalBytes += entry.stored.resource.length;
     this.absent.delete(entry.key);
@@ -95,6 +107,7 @@ export class MemoryCache {
       let members = this.collections.get(glob);
       if (!members) this.collections.set(glob, (members = new Set()));
       members.add(entry.key);
+      this.memberLists.delete(glob);
       this.absent.delete(glob);
     }
   }
@@ -107,6 +120,7 @@ export class MemoryCache {
     this.totalBytes -= entry.stored.resource.length;
     const glob = entry.stored.glob;
     if (glob !== undefined) {
+      this.memberLists.delete(glob);
       const members = this.collections.get(glob);
       if (members) {
         members.delete(key);
@@ -116,14 +130,17 @@ export class MemoryCache {
     return entry;
   }
 
-  members(collectionKey: string): CacheEntry[] {
+  members(collectionKey: string): readonly CacheEntry[] {
+    const cached = this.memberLists.get(collectionKey);
+    if (cached) return cached;
     const keys = this.collections.get(collectionKey);
-    if (!keys) return [];
+    if (!keys) return NO_ENTRIES;
     const out: CacheEntry[] = [];
     for (const k of keys) {
       const e = this.resources.get(k);
       if (e) out.push(e);
     }
+    this.memberLists.set(collectionKey, out);
     return out;
   }
 

@@ -64,7 +64,7 @@ export class ResourceStore {
     return this.memory.get(key);
   }
 
-  members(collection: string): CacheEntry[] {
+  members(collection: string): readonly CacheEntry[] {
     return this.memory.members(collection);
   }
 

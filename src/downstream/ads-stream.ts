@@ -213,13 +213,14 @@ export abstract class AdsStream implements StreamPort {
     return false;
   }
 
-  protected stateFor(typeUrl: string): { state: SubscriptionState; first: boolean } {
+  /** The stream's state for `typeUrl`, made on its first request (see isNew). */
+  protected stateFor(typeUrl: string): SubscriptionState {
     let state = this.states.get(typeUrl);
-    if (state) return { state, first: false };
+    if (state) return state;
     const fullState = this.protocol === 'sotw' && LEGACY_WILDCARD_TYPES.has(typeUrl);
     state = new SubscriptionState(typeUrl, this, this.opts.engine, this.opts.builder, fullState);
     this.states.set(typeUrl, state);
-    return { state, first: true };
+    return state;
   }
 
   protected noteNack(state: SubscriptionState, nonce: string, message: string): void {

@@ -15,7 +15,8 @@ export class DeltaStream extends AdsStream {
     this.noteNode(req.node);
     if (!this.requireTypeUrl(req.typeUrl)) return;
     if (!this.withinLimits(req.subscribe, req.subscribe.length + req.unsubscribe.length, req.subscribe.length)) return;
-    const { state, first } = this.stateFor(req.typeUrl);
+    const first = !this.states.has(req.typeUrl);
+    const state = this.stateFor(req.typeUrl);
     if (req.nonce !== '') {
       if (req.errorDetail) this.noteNack(state, req.nonce, req.errorDetail.message);
       else {
@@ -31,6 +32,8 @@ export class DeltaStream extends AdsStream {
       state.legacyWildcard = true;
       subscribe = [WILDCARD];
     }
+    // A plain ACK (the most frequent request by far) changes no subscription.
+    if (subscribe.length === 0 && req.unsubscribe.length === 0 && !first) return;
     // Subscription changes count even with a stale nonce (spec 001).
     const fan = new FanOut();
     if (req.unsubscribe.length > 0) state.unsubscribe(req.unsubscribe, fan);

@@ -19,7 +19,7 @@ export class SotwStream extends AdsStream {
     const req = decodeSotwRequest(bytes);
     this.noteNode(req.node);
     if (!this.requireTypeUrl(req.typeUrl)) return;
-    const { state } = this.stateFor(req.typeUrl);
+    const state = this.stateFor(req.typeUrl);
     if (req.nonce !== '') {
       // A request answering an older response is stale: a newer response is
       // on its way, and the client's answer to that carries its current list.

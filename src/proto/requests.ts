@@ -21,6 +21,25 @@ function utf8(buf: Uint8Array, start: number, end: number, field: string): strin
   }
 }
 
+/** Type URLs decoded lately: every request of every stream repeats one of a few. */
+const recentTypeUrls: Array<{ bytes: Uint8Array; value: string }> = [];
+const RECENT_TYPE_URLS = 16;
+
+/** The type_url at buf[start, end): a recent one when the bytes match, else decoded (strictly). */
+function typeUrl(buf: Uint8Array, start: number, end: number): string {
+  const len = end - start;
+  next: for (const t of recentTypeUrls) {
+    if (t.bytes.length !== len) continue;
+    for (let i = 0; i < len; i++) if (t.bytes[i] !== buf[start + i]) continue next;
+    return t.value;
+  }
+  const value = utf8(buf, start, end, 'type_url');
+  if (recentTypeUrls.length >= RECENT_TYPE_URLS) recentTypeUrls.shift();
+  // A copy: a view would keep the whole request buffer alive.
+  recentTypeUrls.push({ bytes: new Uint8Array(buf.subarray(start, end)), value });
+  return value;
+}
+
 /** google.rpc.Status as far as a NACK needs it. */
 export interface ErrorDetail {
   code: number;
@@ -82,7 +101,7 @@ export function decodeDeltaRequest(bytes: Uint8Array): DeltaRequest {
           break;
         case 2:
           lenOnly(f.wireType, 'type_url');
-          req.typeUrl = utf8(bytes, f.valueStart, f.valueEnd, 'type_url');
+          req.typeUrl = typeUrl(bytes, f.valueStart, f.valueEnd);
           break;
         case 3:
           lenOnly(f.wireType, 'resource_names_subscribe');
@@ -155,7 +174,7 @@ export function decodeSotwRequest(bytes: Uint8Array): SotwRequest {
           break;
         case 4:
           lenOnly(f.wireType, 'type_url');
-          req.typeUrl = utf8(bytes, f.valueStart, f.valueEnd, 'type_url');
+          req.typeUrl = typeUrl(bytes, f.valueStart, f.valueEnd);
           break;
         case 5:
           lenOnly(f.wireType, 'response_nonce');
