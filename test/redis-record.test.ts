@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { decodeRecord, encodeRecord, recordSize } from '../src/cache/redis-record';
+import { ABSENT_RECORD, decodeRecord, encodeRecord, isAbsentRecord, recordSize } from '../src/cache/redis-record';
 import { BufferPool, RespCommand } from '../src/cache/resp';
 
 test('a record decodes to the resource it was encoded from, bytes untouched', () => {
@@ -28,6 +28,14 @@ test('bytes that are not a record (another format, truncated, a plain string) de
   const lying = Buffer.from(b);
   lying.writeUInt32BE(1000, 1); // version length beyond the end
   assert.equal(decodeRecord('k', lying), undefined);
+});
+
+test('the absent marker is one byte 2: never a record, and no record is a marker', () => {
+  assert.deepEqual(ABSENT_RECORD, Buffer.from([2]));
+  assert.ok(isAbsentRecord(Buffer.from([2])));
+  assert.equal(decodeRecord('k', ABSENT_RECORD), undefined);
+  assert.ok(!isAbsentRecord(encodeRecord({ key: 'k', typeUrl: '', version: '', resource: Buffer.alloc(0) })));
+  assert.ok(!isAbsentRecord(Buffer.from('1')), "the old separate marker's value");
 });
 
 test('a command written in place is the RESP array of its name and arguments', () => {

@@ -1,7 +1,16 @@
 /**
  * The value stored under a resource's Redis key (see redis-keys.ts): one
- * STRING holding a small binary header and the encoded `Resource` bytes.
+ * STRING, either a record or a known-absent marker. The first byte says which.
  *
+ * Known absent: the single byte ABSENT_FORMAT (2). It sits under the same key
+ * a record would, so storing a resource is a plain overwrite (no separate
+ * marker key to delete), reading one is a single GET, and marking a key absent
+ * is a single SET. (Markers were separate `a:` keys before; a relay of that
+ * version reads this byte as "not a record", i.e. not stored, and ignores it,
+ * while this version never reads the old `a:` keys: a mixed fleet only loses
+ * shared absent hits, never serves wrong data.)
+ *
+ * Record:
  *   byte 0          format, RECORD_FORMAT (1)
  *   u32 BE + bytes  version (UTF-8)
  *   u32 BE + bytes  type URL (UTF-8)
@@ -18,6 +27,14 @@
 import type { StoredResource } from './types';
 
 export const RECORD_FORMAT = 1;
+export const ABSENT_FORMAT = 2;
+/** The value of a known-absent marker. */
+export const ABSENT_RECORD: Buffer = Buffer.from([ABSENT_FORMAT]);
+
+/** True for a known-absent marker (and nothing else). */
+export function isAbsentRecord(b: Buffer): boolean {
+  return b.length === 1 && b[0] === ABSENT_FORMAT;
+}
 const HEADER_FIXED = 1 + 4 + 4 + 4 + 8;
 
 /** Byte length of the record of `r`. */

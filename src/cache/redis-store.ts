@@ -2,13 +2,14 @@
  * `RedisStore`: the shared, persistent cache tier (DESIGN.md §4, §5) on Redis
  * (standalone, Sentinel or Cluster) via ioredis.
  *
- * Key layout: see redis-keys.ts (a record string per URN, set per glob, absent markers,
- * one cluster hash tag per collection); record format: redis-record.ts.
+ * Key layout: see redis-keys.ts (a record string per URN, which may instead hold
+ * its absent marker; a set per glob; one cluster hash tag per collection);
+ * record format: redis-record.ts.
  *
  * Speed: a chunk of up to 1000 coalesced write operations is one pipeline of
  * a handful of multi-key commands (MSET, DEL, SADD/SREM per glob, SET … PXAT
  * per TTL'd resource; redis-write-batch.ts), several chunks in flight; reads
- * are one MGET per resource, glob or warm-start page.
+ * are one GET per resource, one MGET per glob or warm-start page.
  *
  * Fault behaviour — Redis down or slow never blocks or fails the caller:
  *  - Every operation has its own deadline (`commandTimeoutMs`, default 250 ms,
@@ -53,7 +54,7 @@ import type { ConnectionOptions as TlsOptions } from 'node:tls';
 import type { Logger } from 'pino';
 import type { SharedStore, StoreBatch, StoredResource } from './types';
 import { DEFAULT_PREFIX, RedisKeyLayout, tagOf } from './redis-keys';
-import { decodeRecord } from './redis-record';
+import { decodeRecord, isAbsentRecord } from './redis-record';
 import { WriteBatch, type Entry } from './redis-write-batch';
 import { BufferPool, type RawCommand } from './resp';
 
@@ -229,14 +230,11 @@ export class RedisStore implements SharedStore {
 
   async getResource(key: string): Promise<StoredResource | 'absent' | undefined> {
     if (!this.healthy) return undefined;
-    const tag = tagOf(key);
-    // One MGET: the record and the absent marker share the key's tag (one slot).
-    const res = await this.guard('getResource', this.client.mgetBuffer(this.keys.resource(key, tag), this.keys.absent(key, tag)), this.readTimeoutMs);
-    if (res === FAILED) return undefined;
-    const [record, absent] = res;
-    const found = record ? this.decode(key, record) : undefined;
-    if (found) return found;
-    return absent ? 'absent' : undefined;
+    // One GET: the key holds the record or the absent marker.
+    const record = await this.guard('getResource', this.client.getBuffer(this.keys.resource(key)), this.readTimeoutMs);
+    if (record === FAILED || !record) return undefined;
+    if (isAbsentRecord(record)) return 'absent';
+    return this.decode(key, record);
   }
 
   async getGlobMembers(globKey: string): Promise<StoredResource[] | 'absent' | undefined> {
@@ -245,11 +243,11 @@ export class RedisStore implements SharedStore {
     const setKey = this.keys.members(globKey, gtag);
     const p = this.client.pipeline();
     p.smembers(setKey);
-    p.exists(this.keys.absent(globKey, gtag));
+    p.getBuffer(this.keys.resource(globKey, gtag)); // the glob's absent marker, if any
     const head = await this.exec('getGlobMembers', p, this.readTimeoutMs);
     if (head === FAILED || head[0] instanceof Error || head[1] instanceof Error) return undefined;
     const names = head[0] as string[];
-    if (names.length === 0) return head[1] === 1 ? 'absent' : undefined;
+    if (names.length === 0) return head[1] instanceof Buffer && isAbsentRecord(head[1]) ? 'absent' : undefined;
 
     // Members normally share the glob's tag: one MGET. Group anyway, so a
     // member stored under another parent still reads correctly in a cluster.
@@ -292,7 +290,8 @@ export class RedisStore implements SharedStore {
    * for the first connection. Best effort: on an error or timeout it logs,
    * counts `onError('warmLoad')` and ends early — whatever was yielded is
    * valid, the rest is simply fetched on demand later. Expired resources are
-   * skipped. Absent markers are not returned (they are consulted on demand).
+   * skipped. Absent markers (scanned too: they live in `r:` keys) are skipped;
+   * they are consulted on demand.
    * Resources keep their `glob`, so the caller can rebuild glob membership.
    */
   async *warmLoad(opts: { count?: number; waitMs?: number } = {}): AsyncGenerator<StoredResource[], void, undefined> {
@@ -576,8 +575,13 @@ export class RedisStore implements SharedStore {
     void this.guard('getGlobMembers', this.client.eval(script, keys.length, ...keys, ...members), this.writeTimeoutMs);
   }
 
-  /** `copy`: copy the bytes out of a large parser buffer, so one kept resource doesn't pin it. */
+  /**
+   * A stored record as a resource; `undefined` for an absent marker, an
+   * expired or undecodable record (the latter counted). `copy`: copy the
+   * bytes out of a large parser buffer, so one kept resource doesn't pin it.
+   */
   private decode(key: string, record: Buffer, copy = true): StoredResource | undefined {
+    if (isAbsentRecord(record)) return undefined;
     const out = decodeRecord(key, record);
     if (!out) {
       this.countError('decode');
