@@ -92,14 +92,21 @@ export function tagOf(key: string): string {
   return tagOfSource(tagSourceOf(key));
 }
 
+/** The last source asked for: writes come in runs of one glob's members (no hashing of the string then). */
+let lastSource = '';
+let lastTag = '';
+
 /** Hash tag of a tag source (tagSourceOf), memoized. */
 export function tagOfSource(source: string): string {
+  if (source === lastSource) return lastTag;
   let tag = tagMemo.get(source);
   if (tag === undefined) {
     if (tagMemo.size >= TAG_MEMO_MAX) tagMemo.clear();
     tag = hashTag(source);
     tagMemo.set(source, tag);
   }
+  lastSource = source;
+  lastTag = tag;
   return tag;
 }
 

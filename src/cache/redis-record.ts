@@ -37,22 +37,46 @@ export function isAbsentRecord(b: Buffer): boolean {
 }
 const HEADER_FIXED = 1 + 4 + 4 + 4 + 8;
 
+/**
+ * UTF-8 bytes of the strings every record repeats (type URLs, glob keys): a
+ * batch of a thousand members of one glob encodes them once, and copying
+ * cached bytes is cheaper than encoding a string per record.
+ */
+const encoded = new Map<string, Buffer>();
+const ENCODED_MAX = 4096;
+
+function bytesOf(s: string): Buffer {
+  let b = encoded.get(s);
+  if (b === undefined) {
+    if (encoded.size >= ENCODED_MAX) encoded.clear();
+    b = Buffer.from(s, 'utf8');
+    encoded.set(s, b);
+  }
+  return b;
+}
+
 /** Byte length of the record of `r`. */
 export function recordSize(r: StoredResource): number {
-  return HEADER_FIXED + Buffer.byteLength(r.version) + Buffer.byteLength(r.typeUrl) + (r.glob === undefined ? 0 : Buffer.byteLength(r.glob)) + r.resource.length;
+  return HEADER_FIXED + Buffer.byteLength(r.version) + bytesOf(r.typeUrl).length + (r.glob === undefined ? 0 : bytesOf(r.glob).length) + r.resource.length;
+}
+
+function writeBytes(out: Buffer, pos: number, b: Buffer): number {
+  out.writeUInt32BE(b.length, pos);
+  out.set(b, pos + 4);
+  return pos + 4 + b.length;
 }
 
 /** Writes the record of `r` at `pos` (room for recordSize(r) bytes must be there); returns the end. */
 export function writeRecord(out: Buffer, pos: number, r: StoredResource): number {
   out[pos++] = RECORD_FORMAT;
-  const str = (s: string): void => {
-    const len = s.length === 0 ? 0 : out.write(s, pos + 4, 'utf8');
-    out.writeUInt32BE(len, pos);
-    pos += 4 + len;
-  };
-  str(r.version);
-  str(r.typeUrl);
-  str(r.glob ?? '');
+  const vlen = r.version.length === 0 ? 0 : out.write(r.version, pos + 4, 'utf8');
+  out.writeUInt32BE(vlen, pos);
+  pos += 4 + vlen;
+  pos = writeBytes(out, pos, bytesOf(r.typeUrl));
+  if (r.glob === undefined) {
+    out.writeUInt32BE(0, pos);
+    pos += 4;
+  } else pos = writeBytes(out, pos, bytesOf(r.glob));
   out.writeDoubleBE(r.expiresAt ?? 0, pos);
   pos += 8;
   out.set(r.resource, pos); // a plain typed-array copy: no intermediate view per record
