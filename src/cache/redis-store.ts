@@ -430,9 +430,14 @@ export class RedisStore implements SharedStore {
   }
 
   private enqueue(e: Entry): void {
-    // delete + set moves the key to the end: the map stays in write order.
-    this.pending.delete(e.key);
+    // The map stays in write order: a key already pending moves to the end
+    // (delete + set). A new key, the usual case, costs one lookup, not two.
+    const size = this.pending.size;
     this.pending.set(e.key, e);
+    if (this.pending.size === size) {
+      this.pending.delete(e.key);
+      this.pending.set(e.key, e);
+    }
   }
 
   private enforceBound(): void {
