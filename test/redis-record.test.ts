@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ABSENT_RECORD, decodeRecord, encodeRecord, isAbsentRecord, recordSize } from '../src/cache/redis-record';
+import { ABSENT_RECORD, StringTable, decodeRecord, encodeRecord, isAbsentRecord, recordSize } from '../src/cache/redis-record';
 import { BufferPool, RespCommand } from '../src/cache/resp';
 
 test('a record decodes to the resource it was encoded from, bytes untouched', () => {
@@ -28,6 +28,25 @@ test('bytes that are not a record (another format, truncated, a plain string) de
   const lying = Buffer.from(b);
   lying.writeUInt32BE(1000, 1); // version length beyond the end
   assert.equal(decodeRecord('k', lying), undefined);
+});
+
+test('records decoded with a string table share equal type URLs and globs, and decode the same', () => {
+  const strings = new StringTable(2); // tiny: also exercises clearing
+  const rec = (i: number, glob: string, typeUrl = 'type.googleapis.com/x.Y'): Buffer =>
+    encodeRecord({ key: `k${i}`, typeUrl, version: `v${i}`, resource: Buffer.from([i]), glob });
+  const globs = ['xdstp://a/x.Y/p/*', 'xdstp://a/x.Y/q/*', 'xdstp://a/x.Y/p/*?c=ü', 'xdstp://a/x.Y/q/*'];
+  globs.forEach((g, i) => {
+    const b = rec(i, g);
+    const r = decodeRecord(`k${i}`, b, strings)!;
+    assert.deepEqual(r, decodeRecord(`k${i}`, b), 'same result as without a table');
+    assert.equal(r.glob, g);
+  });
+  const a = decodeRecord('k', rec(7, 'xdstp://a/x.Y/r/*'), strings)!;
+  const b = decodeRecord('k', rec(8, 'xdstp://a/x.Y/r/*'), strings)!;
+  assert.equal(a.glob, b.glob);
+  assert.equal(decodeRecord('k', rec(9, 'xdstp://a/x.Y/s/*', 'T2'), strings)!.typeUrl, 'T2');
+  const noGlob = decodeRecord('k', encodeRecord({ key: 'k', typeUrl: 'T', version: '', resource: Buffer.alloc(0) }), strings)!;
+  assert.equal(noGlob.glob, undefined);
 });
 
 test('the absent marker is one byte 2: never a record, and no record is a marker', () => {

@@ -91,30 +91,59 @@ export function encodeRecord(r: StoredResource): Buffer {
 }
 
 /**
- * Decodes a record read back for `key`. `undefined` when the bytes are not a
- * record of this format (foreign or corrupt data). The returned `resource` is
- * a view into `b`; the caller decides whether to copy it.
+ * Strings decoded from records, shared between records. A warm start decodes
+ * every stored record, and their type URLs and glob keys repeat (a handful of
+ * types, a glob per thousand members): decoding each into its own string cost
+ * CPU and kept two copies per resource alive in the cache. Looked up by a hash
+ * of the bytes, confirmed byte for byte; bounded (cleared when full).
  */
-export function decodeRecord(key: string, b: Buffer): StoredResource | undefined {
-  if (b.length < HEADER_FIXED || b[0] !== RECORD_FORMAT) return undefined;
-  let pos = 1;
-  const field = (): string | undefined => {
-    if (pos + 4 > b.length) return undefined;
-    const len = b.readUInt32BE(pos);
-    pos += 4;
-    if (pos + len > b.length) return undefined;
-    const s = b.toString('utf8', pos, pos + len);
-    pos += len;
+export class StringTable {
+  private readonly byHash = new Map<number, { bytes: Buffer; s: string }>();
+
+  constructor(private readonly max = 4096) {}
+
+  /** The UTF-8 string of b[start, end). */
+  get(b: Buffer, start: number, end: number): string {
+    const len = end - start;
+    let h = 0x811c9dc5 ^ len; // FNV-1a
+    for (let i = start; i < end; i++) h = Math.imul(h ^ b[i]!, 0x01000193);
+    const hit = this.byHash.get(h);
+    if (hit !== undefined && hit.bytes.length === len && sameBytes(hit.bytes, b, start)) return hit.s;
+    const s = b.toString('utf8', start, end);
+    if (this.byHash.size >= this.max) this.byHash.clear();
+    this.byHash.set(h, { bytes: Buffer.from(b.subarray(start, end)), s }); // a copy: don't pin a reply buffer
     return s;
-  };
-  const version = field();
-  const typeUrl = field();
-  const glob = field();
-  if (version === undefined || typeUrl === undefined || glob === undefined || pos + 8 > b.length) return undefined;
-  const expiresAt = b.readDoubleBE(pos);
-  pos += 8;
-  const out: StoredResource = { key, typeUrl, version, resource: b.subarray(pos) };
+  }
+}
+
+function sameBytes(a: Buffer, b: Buffer, at: number): boolean {
+  for (let i = a.length - 1; i >= 0; i--) if (a[i] !== b[at + i]) return false; // backwards: globs differ late
+  return true;
+}
+
+/**
+ * Decodes a record read back for `key`. `undefined` when the bytes are not a
+ * record of this format (foreign or corrupt data, an absent marker). The
+ * returned `resource` is a view into `b`; the caller decides whether to copy
+ * it. `strings`: shares the type URL and glob strings with other records.
+ */
+export function decodeRecord(key: string, b: Buffer, strings?: StringTable): StoredResource | undefined {
+  if (b.length < HEADER_FIXED || b[0] !== RECORD_FORMAT) return undefined;
+  // Three length-prefixed fields: version, type URL, glob (no closure per record: this runs per warm-loaded resource).
+  const v = 1 + 4;
+  const vEnd = v + b.readUInt32BE(1);
+  if (vEnd + 4 > b.length) return undefined;
+  const t = vEnd + 4;
+  const tEnd = t + b.readUInt32BE(vEnd);
+  if (tEnd + 4 > b.length) return undefined;
+  const g = tEnd + 4;
+  const gEnd = g + b.readUInt32BE(tEnd);
+  if (gEnd + 8 > b.length) return undefined;
+  const version = b.toString('utf8', v, vEnd);
+  const typeUrl = strings ? strings.get(b, t, tEnd) : b.toString('utf8', t, tEnd);
+  const expiresAt = b.readDoubleBE(gEnd);
+  const out: StoredResource = { key, typeUrl, version, resource: b.subarray(gEnd + 8) };
   if (expiresAt !== 0) out.expiresAt = expiresAt;
-  if (glob !== '') out.glob = glob;
+  if (gEnd > g) out.glob = strings ? strings.get(b, g, gEnd) : b.toString('utf8', g, gEnd);
   return out;
 }

@@ -54,7 +54,7 @@ import type { ConnectionOptions as TlsOptions } from 'node:tls';
 import type { Logger } from 'pino';
 import type { SharedStore, StoreBatch, StoredResource } from './types';
 import { DEFAULT_PREFIX, RedisKeyLayout, tagOf } from './redis-keys';
-import { decodeRecord, isAbsentRecord } from './redis-record';
+import { StringTable, decodeRecord, isAbsentRecord } from './redis-record';
 import { WriteBatch, type Entry } from './redis-write-batch';
 import { BufferPool, type RawCommand } from './resp';
 
@@ -266,12 +266,13 @@ export class RedisStore implements SharedStore {
     );
     const out: StoredResource[] = [];
     const gone: string[] = [];
+    const strings = new StringTable(16); // members share their type URL and glob
     for (const part of parts) {
       // a partial member list must not pass for the whole
       if (part === FAILED) return undefined;
       part.members.forEach((m, i) => {
         const v = part.r[i];
-        const r = v ? this.decode(m, v) : undefined;
+        const r = v ? this.decode(m, v, true, strings) : undefined;
         if (r) out.push(r);
         else if (part.t === gtag) gone.push(m);
       });
@@ -305,6 +306,7 @@ export class RedisStore implements SharedStore {
     }
     const nodes: Redis[] = this.isCluster ? (this.client as Cluster).nodes('master') : [this.client as Redis];
     const pattern = this.keys.resourcePattern();
+    const strings = new StringTable();
     let total = 0;
     for (const node of nodes) {
       const scanner = await this.scanConnection(node);
@@ -333,7 +335,7 @@ export class RedisStore implements SharedStore {
             f.names.forEach((key, i) => {
               const v = values[i];
               // A warm page keeps nearly every byte of the socket chunks it came in: no copy.
-              const r = v ? this.decode(key, v, false) : undefined;
+              const r = v ? this.decode(key, v, false, strings) : undefined;
               if (r) batch.push(r);
             });
             if (batch.length > 0) {
@@ -585,9 +587,9 @@ export class RedisStore implements SharedStore {
    * expired or undecodable record (the latter counted). `copy`: copy the
    * bytes out of a large parser buffer, so one kept resource doesn't pin it.
    */
-  private decode(key: string, record: Buffer, copy = true): StoredResource | undefined {
+  private decode(key: string, record: Buffer, copy = true, strings?: StringTable): StoredResource | undefined {
     if (isAbsentRecord(record)) return undefined;
-    const out = decodeRecord(key, record);
+    const out = decodeRecord(key, record, strings);
     if (!out) {
       this.countError('decode');
       return undefined;
