@@ -278,6 +278,27 @@ describe('RedisStore on a healthy Redis', { skip }, () => {
     assert.equal(got.length, expected.size);
     for (const r of got) assert.deepEqual(r, expected.get(r.key));
   });
+
+  test('a warm load stopped after its first page ends cleanly, with its scan running ahead', async () => {
+    const errors: string[] = [];
+    const store = await open({ onError: (op) => errors.push(op) });
+    const puts: StoredResource[] = [];
+    for (let i = 0; i < 3000; i++) puts.push(res(member(`s${i}`), { glob: GLOB }));
+    await store.write({ put: puts, remove: [], absent: [] });
+    const clientsBefore = Number(/connected_clients:(\d+)/.exec(await raw.info('clients'))![1]);
+    let pages = 0;
+    for await (const page of store.warmLoad({ count: 100 })) {
+      assert.ok(page.length > 0);
+      if (++pages === 2) break; // the scan task is pages ahead by now
+    }
+    assert.deepEqual(errors, [], 'nothing counted as an error');
+    assert.equal(store.healthy, true);
+    await until('the scan connection to close', 2000, async () => Number(/connected_clients:(\d+)/.exec(await raw.info('clients'))![1]) < clientsBefore + 1);
+    // and a full load afterwards still reads everything
+    let all = 0;
+    for await (const page of store.warmLoad()) all += page.length;
+    assert.equal(all, puts.length);
+  });
 });
 
 describe('RedisStore when Redis fails', { skip }, () => {

@@ -99,6 +99,8 @@ export interface RedisStoreOptions {
 }
 
 type Client = Redis | Cluster;
+/** One warm-start page: its canonical keys and the MGET of their records. */
+type WarmFetch = { names: string[]; values: Promise<Array<Buffer | null> | typeof FAILED> };
 type ExecResult = Array<[Error | null, unknown]> | null;
 
 const FAILED = Symbol('failed');
@@ -285,9 +287,9 @@ export class RedisStore implements SharedStore {
   /**
    * Warm start: streams every live resource under this prefix, in pages of
    * about `count` (SCAN MATCH `<prefix>r:{…}:*` COUNT `count` on every master,
-   * one MGET per page). Pipelined: the SCAN runs ahead on a second connection
-   * while up to WARM_FETCHES_IN_FLIGHT MGETs queue on the main one, so Redis
-   * reads the next pages while this process decodes one. Waits up to `waitMs`
+   * one MGET per page). Pipelined: the SCAN runs ahead on a second connection,
+   * as a task of its own, while up to WARM_FETCHES_IN_FLIGHT MGETs queue on the
+   * main one, so Redis reads the next pages while this process decodes one. Waits up to `waitMs`
    * for the first connection. Best effort: on an error or timeout it logs,
    * counts `onError('warmLoad')` and ends early — whatever was yielded is
    * valid, the rest is simply fetched on demand later. Expired resources are
@@ -310,42 +312,86 @@ export class RedisStore implements SharedStore {
     let total = 0;
     for (const node of nodes) {
       const scanner = await this.scanConnection(node);
-      try {
-        const fetches: Array<{ names: string[]; values: Promise<Array<Buffer | null> | typeof FAILED> }> = [];
-        let cursor = '0';
-        do {
-          const page = await this.guard('warmLoad', scanner.scan(cursor, 'MATCH', pattern, 'COUNT', count), this.warmTimeoutMs);
-          if (page === FAILED) return this.warmAborted(total);
-          cursor = page[0];
-          const names: string[] = [];
-          const redisKeys: string[] = [];
-          for (const redisKey of page[1]) {
-            const key = this.keys.keyOfResource(redisKey);
-            if (key === undefined) continue;
-            names.push(key);
-            redisKeys.push(redisKey);
-          }
-          if (names.length > 0) fetches.push({ names, values: this.fetchRecords(node, redisKeys) });
-          // Decode the oldest page once enough are queued (or the scan is over).
-          while (fetches.length >= WARM_FETCHES_IN_FLIGHT || (cursor === '0' && fetches.length > 0)) {
-            const f = fetches.shift()!;
-            const values = await f.values;
-            if (values === FAILED) return this.warmAborted(total);
-            const batch: StoredResource[] = [];
-            f.names.forEach((key, i) => {
-              const v = values[i];
-              // A warm page keeps nearly every byte of the socket chunks it came in: no copy.
-              const r = v ? this.decode(key, v, false, strings) : undefined;
-              if (r) batch.push(r);
-            });
-            if (batch.length > 0) {
-              total += batch.length;
-              yield batch;
+      // The SCAN runs ahead as its own task, each page's MGET sent as soon as
+      // its keys are known, up to WARM_FETCHES_IN_FLIGHT pages ahead of the
+      // decoding here: the scan's round trips (which queue behind the MGETs in
+      // Redis) no longer stall this process between pages.
+      const queue: WarmFetch[] = [];
+      let scanFailed = false;
+      let scanFinished = false;
+      let stop = false;
+      let consumerWaiting: (() => void) | undefined;
+      let scannerWaiting: (() => void) | undefined;
+      const wakeConsumer = (): void => {
+        const w = consumerWaiting;
+        consumerWaiting = undefined;
+        w?.();
+      };
+      const wakeScanner = (): void => {
+        const w = scannerWaiting;
+        scannerWaiting = undefined;
+        w?.();
+      };
+      const scanning = (async (): Promise<void> => {
+        try {
+          let cursor = '0';
+          do {
+            while (queue.length >= WARM_FETCHES_IN_FLIGHT && !stop) await new Promise<void>((resolve) => (scannerWaiting = resolve));
+            if (stop || this.closed) return;
+            const page = await this.guard('warmLoad', scanner.scan(cursor, 'MATCH', pattern, 'COUNT', count), this.warmTimeoutMs);
+            if (page === FAILED) {
+              scanFailed = true;
+              return;
             }
-            if (this.closed) return;
+            cursor = page[0];
+            const names: string[] = [];
+            const redisKeys: string[] = [];
+            for (const redisKey of page[1]) {
+              const key = this.keys.keyOfResource(redisKey);
+              if (key === undefined) continue;
+              names.push(key);
+              redisKeys.push(redisKey);
+            }
+            if (names.length > 0 && !stop) {
+              queue.push({ names, values: this.fetchRecords(node, redisKeys) });
+              wakeConsumer();
+            }
+          } while (cursor !== '0');
+        } finally {
+          scanFinished = true;
+          wakeConsumer();
+        }
+      })();
+      try {
+        for (;;) {
+          const f = queue.shift();
+          if (f === undefined) {
+            if (scanFinished) break;
+            await new Promise<void>((resolve) => (consumerWaiting = resolve));
+            continue;
           }
-        } while (cursor !== '0' && !this.closed);
+          wakeScanner();
+          const values = await f.values;
+          if (values === FAILED) return this.warmAborted(total);
+          const batch: StoredResource[] = [];
+          f.names.forEach((key, i) => {
+            const v = values[i];
+            // A warm page keeps nearly every byte of the socket chunks it came in: no copy.
+            const r = v ? this.decode(key, v, false, strings) : undefined;
+            if (r) batch.push(r);
+          });
+          if (batch.length > 0) {
+            total += batch.length;
+            yield batch;
+          }
+          if (this.closed) return;
+        }
+        if (scanFailed) return this.warmAborted(total);
       } finally {
+        // Stopped early (or done): let a SCAN still under way settle before its connection goes.
+        stop = true;
+        wakeScanner();
+        await scanning;
         if (scanner !== node) scanner.disconnect();
       }
     }
