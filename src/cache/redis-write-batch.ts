@@ -129,6 +129,12 @@ export class WriteGroup {
 export class WriteBatch {
   readonly groups = new Map<string, WriteGroup>();
   private readonly keyWriter: KeyWriter;
+  /**
+   * Where the previous put's member went. Puts come in runs of one glob's
+   * members; a run then skips the per-glob set and map lookups. Valid while
+   * its segment is current: marking that glob absent always starts a new one.
+   */
+  private lastMember: { glob: string; group: WriteGroup; segment: Segment; sadd: RespCommand } | undefined;
 
   constructor(
     keys: RedisKeyLayout,
@@ -178,14 +184,23 @@ export class WriteBatch {
         if (r.glob !== undefined) {
           // A member's tag source is normally its glob: one lookup for both.
           const gtag = r.glob === source ? tag : tagOf(r.glob);
-          const seg = this.group(gtag, e).forMemberOp(r.glob);
-          const sadd = this.members(seg.sadd, 'sadd', r.glob, gtag);
+          const g = this.group(gtag, e);
+          const last = this.lastMember;
+          let sadd: RespCommand;
+          if (last !== undefined && last.glob === r.glob && last.group === g && last.segment === g.current) {
+            // Same glob as the previous put, same segment: its SADD, and its glob's marker DEL, are already there.
+            sadd = last.sadd;
+          } else {
+            const seg = g.forMemberOp(r.glob);
+            sadd = this.members(seg.sadd, 'sadd', r.glob, gtag);
+            if (!seg.absentCleared.has(r.glob)) {
+              seg.absentCleared.add(r.glob);
+              kw.write(this.del(seg), 'r', r.glob, gtag);
+            }
+            this.lastMember = { glob: r.glob, group: g, segment: seg, sadd };
+          }
           const at = sadd.beginArg(keyLen);
           sadd.endArg(at + sadd.target.write(r.key, at, 'utf8'));
-          if (!seg.absentCleared.has(r.glob)) {
-            seg.absentCleared.add(r.glob);
-            kw.write(this.del(seg), 'r', r.glob, gtag);
-          }
         }
         const seg = this.group(tag, e).current;
         const size = recordSize(r);
