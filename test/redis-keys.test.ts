@@ -36,7 +36,6 @@ test('key layout renders prefix, kind, tag and key, and parses resource keys bac
   const t = tagOf(key);
   assert.equal(k.resource(key), `p:r:{${t}}:${key}`);
   assert.equal(k.members('xdstp://a/T/{x}/*'), `p:m:{${t}}:xdstp://a/T/{x}/*`);
-  assert.equal(k.absent(key), `p:a:{${t}}:${key}`);
   assert.equal(k.keyOfResource(k.resource(key)), key);
   assert.equal(k.keyOfResource(new RedisKeyLayout('p:r:').resource(key)), undefined);
   assert.equal(new RedisKeyLayout('a*[b]:').resourcePattern(), 'a\\*\\[b\\]:r:{????????????????}:*');

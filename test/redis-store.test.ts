@@ -109,7 +109,10 @@ describe('RedisStore on a healthy Redis', { skip }, () => {
     await store.write({ put: [stored], remove: [], absent: ['xdstp://auth.example/t/gone'] });
     assert.equal(await raw.type(`${p}r:{${tag}}:${member('a')}`), 'string');
     assert.equal(await raw.type(`${p}m:{${tag}}:${GLOB}`), 'set');
-    assert.equal(await raw.get(`${p}a:{${tagOf('xdstp://auth.example/t/gone')}}:xdstp://auth.example/t/gone`), '1');
+    // A known-absent marker: the one byte 2, in the key a record would have.
+    const gone = 'xdstp://auth.example/t/gone';
+    assert.deepEqual(await raw.getBuffer(`${p}r:{${tagOf(gone)}}:${gone}`), Buffer.from([2]));
+    assert.equal(await raw.exists(`${p}a:{${tagOf(gone)}}:${gone}`), 0, 'no separate marker key');
     // The record format documented in src/cache/redis-record.ts, read by hand.
     const record = (await raw.getBuffer(`${p}r:{${tag}}:${member('a')}`))!;
     assert.equal(record[0], 1, 'format 1');
@@ -274,6 +277,27 @@ describe('RedisStore on a healthy Redis', { skip }, () => {
     const got = pages.flat();
     assert.equal(got.length, expected.size);
     for (const r of got) assert.deepEqual(r, expected.get(r.key));
+  });
+
+  test('a warm load stopped after its first page ends cleanly, with its scan running ahead', async () => {
+    const errors: string[] = [];
+    const store = await open({ onError: (op) => errors.push(op) });
+    const puts: StoredResource[] = [];
+    for (let i = 0; i < 3000; i++) puts.push(res(member(`s${i}`), { glob: GLOB }));
+    await store.write({ put: puts, remove: [], absent: [] });
+    const clientsBefore = Number(/connected_clients:(\d+)/.exec(await raw.info('clients'))![1]);
+    let pages = 0;
+    for await (const page of store.warmLoad({ count: 100 })) {
+      assert.ok(page.length > 0);
+      if (++pages === 2) break; // the scan task is pages ahead by now
+    }
+    assert.deepEqual(errors, [], 'nothing counted as an error');
+    assert.equal(store.healthy, true);
+    await until('the scan connection to close', 2000, async () => Number(/connected_clients:(\d+)/.exec(await raw.info('clients'))![1]) < clientsBefore + 1);
+    // and a full load afterwards still reads everything
+    let all = 0;
+    for await (const page of store.warmLoad()) all += page.length;
+    assert.equal(all, puts.length);
   });
 });
 

@@ -87,6 +87,13 @@ function cli(port: number, ...args: string[]): string {
   return spawnSync('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { encoding: 'utf8' }).stdout.trim();
 }
 
+/** CPU seconds redis-server has used so far (INFO cpu: getrusage, µs resolution, unlike /proc's 10 ms ticks). */
+function serverCpuSecs(port: number): number {
+  const info = cli(port, 'info', 'cpu');
+  const f = (name: string): number => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? NaN);
+  return f('used_cpu_user') + f('used_cpu_sys');
+}
+
 /** Total commands the server has executed (INFO commandstats). */
 function commandsExecuted(port: number): number {
   let n = 0;
@@ -142,6 +149,8 @@ interface Round {
   warmRate: number;
   warmSecs: number;
   bareMs: number;
+  /** redis-server CPU µs per operation / resource: redis-benchmark SET and GET (one key), store.write new and update, warmLoad. */
+  serverUs: { set: number; get: number; write: number; update: number; warm: number };
   relay?: { readyMs: number; firstClientMs: number; served: boolean; loadedMs: number; cached: number; rss: number };
 }
 
@@ -181,8 +190,18 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
     cli(port, 'flushall');
     const ops = ctx.full ? 1_000_000 : 400_000;
     // The targets' baselines: redis-benchmark's defaults, one key written / read over and over.
+    let cpu = serverCpuSecs(port);
+    /** redis-server CPU µs per unit since the last call. */
+    const serverUs = (units: number): number => {
+      const now = serverCpuSecs(port);
+      const us = ((now - cpu) * 1e6) / units;
+      cpu = now;
+      return us;
+    };
     const setPerSec = await redisBenchmark(port, 'set', ops);
+    const setUs = serverUs(ops);
     const getPerSec = await redisBenchmark(port, 'get', ops);
+    const getUs = serverUs(ops);
     // For context: the same over TOTAL distinct keys (-r), what a store of TOTAL resources touches.
     cli(port, 'flushall');
     const setSpreadPerSec = await redisBenchmark(port, 'set', ops, TOTAL);
@@ -194,14 +213,18 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
     // First push: every key new. Then an update push: every resource at a new version.
     let batches = pushOf(TOTAL, payload, 'v1');
     const commandsBefore = commandsExecuted(port);
+    serverUs(1);
     const t0 = process.hrtime.bigint();
     await Promise.all(batches.map((put) => store.write({ put, remove: [], absent: [] })));
     const writeSecs = Number(process.hrtime.bigint() - t0) / 1e9;
-    const commandsPerResource = (commandsExecuted(port) - commandsBefore - 1) / TOTAL; // -1: the INFO itself
+    const writeUs = serverUs(TOTAL);
+    const commandsPerResource = (commandsExecuted(port) - commandsBefore - 2) / TOTAL; // -2: the INFOs themselves
     batches = pushOf(TOTAL, payload, 'v2');
+    serverUs(1);
     const t2 = process.hrtime.bigint();
     await Promise.all(batches.map((put) => store.write({ put, remove: [], absent: [] })));
     const updateSecs = Number(process.hrtime.bigint() - t2) / 1e9;
+    const updateUs = serverUs(TOTAL);
     batches = [];
     dbsize = Number(cli(port, 'dbsize'));
     const stored = Number(cli(port, 'eval', `return #redis.call('keys', ARGV[1])`, '0', pattern));
@@ -209,10 +232,12 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
     redisRss = memStatus(server.pid ?? -1).rss;
 
     // Warm load back through the store.
+    serverUs(1);
     const t1 = process.hrtime.bigint();
     let loaded = 0;
     for await (const page of reader.warmLoad({ waitMs: 5000 })) loaded += page.length;
     const warmSecs = Number(process.hrtime.bigint() - t1) / 1e9;
+    const warmUs = serverUs(TOTAL);
     if (loaded !== TOTAL) throw new Error(`warmLoad read ${loaded} of ${TOTAL}`);
 
     const bare = await barePass(port, pattern);
@@ -230,6 +255,7 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
       warmRate: loaded / warmSecs,
       warmSecs,
       bareMs: bare.ms,
+      serverUs: { set: setUs, get: getUs, write: writeUs, update: updateUs, warm: warmUs },
     };
 
     // A relay started against them with its origin down: whatever a client gets comes from Redis.
@@ -262,7 +288,8 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
     rounds.push(r);
     ctx.log(
       `  round ${round + 1}/${ROUNDS}: SET ${fmt(setPerSec)}/s, GET ${fmt(getPerSec)}/s (over ${n} keys: ${fmt(setSpreadPerSec)}/s, ${fmt(getSpreadPerSec)}/s); store.write ${fmt(r.writeRate)}/s new, ${fmt(r.updateRate)}/s updates ` +
-        `(${fmt(commandsPerResource, 3)} commands/resource); warmLoad ${fmt(r.warmRate)}/s; bare scan+MGET ${fmt(bare.ms)} ms` +
+        `(${fmt(commandsPerResource, 3)} commands/resource); warmLoad ${fmt(r.warmRate)}/s; ` +
+        `redis-server CPU µs: SET ${fmt(setUs, 2)}, GET ${fmt(getUs, 2)}, write ${fmt(writeUs, 2)}, update ${fmt(updateUs, 2)}, warm ${fmt(warmUs, 2)}; bare scan+MGET ${fmt(bare.ms)} ms` +
         (r.relay ? `; relay ready ${r.relay.readyMs} ms, first client ${r.relay.firstClientMs} ms (${r.relay.served ? 'served' : 'NOT served'}), all ${fmt(r.relay.cached)} in memory ${r.relay.loadedMs} ms` : ''),
     );
   }
@@ -294,6 +321,8 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
     figures:
       `store.write ${fmt(med((r) => r.writeRate))} resources/s into an empty Redis (${fmt(med((r) => r.writeSecs), 2)} s for ${n}, ${fmt(med((r) => r.commandsPerResource), 3)} Redis commands per resource), ${fmt(med((r) => r.updateRate))} resources/s for an update of all ${n}; ` +
       `warmLoad ${fmt(med((r) => r.warmRate))} resources/s (${fmt(med((r) => r.warmSecs), 2)} s); ` +
+      `redis-server CPU per resource: write ${fmt(med((r) => r.serverUs.write), 2)} µs new / ${fmt(med((r) => r.serverUs.update), 2)} µs update, warmLoad ${fmt(med((r) => r.serverUs.warm), 2)} µs ` +
+      `(redis-benchmark: ${fmt(med((r) => r.serverUs.set), 2)} µs per SET, ${fmt(med((r) => r.serverUs.get), 2)} µs per GET); ` +
       `bare redis-cli --scan (COUNT ${scanCountFlag() ? 1000 : 10}) + MGET ${fmt(med((r) => r.bareMs))} ms; ` +
       (relayRounds.length > 0
         ? `relay (origin down): /readyz ${fmt(rm((x) => x.readyMs))} ms, first client holds a glob of ${PER_GLOB} at ${fmt(rm((x) => x.firstClientMs))} ms, all ${n} in memory at ${fmt(rm((x) => x.loadedMs))} ms after spawn; `

@@ -7,9 +7,13 @@
  *                              type URL, parent glob, expiry and the encoded envoy
  *                              Resource bytes, untouched. TTL'd resources carry a
  *                              Redis expiry (SET … PXAT expiresAt); others none.
+ *                              Or, for a singleton URN or a glob key the upstream
+ *                              reported as not existing, the one-byte known-absent
+ *                              marker (redis-record.ts), in the same key.
  *   P m:{T}:<globKey>    SET   canonical keys of the glob collection's members.
- *   P a:{T}:<key>        STRING "1": upstream reported <key> (singleton URN or
- *                              glob key) as not existing ("known absent").
+ *
+ * (Absent markers were separate `P a:{T}:<key>` keys before; they are no
+ * longer read or written, and old ones are left to whoever wrote them.)
  *
  * (The spaces above are only for readability: the real key is e.g.
  * `xdstp-relay:r:{3f2a9c0e11d4b7a5}:xdstp://auth/envoy.config.cluster.v3.Cluster/svc/a`.)
@@ -23,7 +27,7 @@
  * what we intend. Tag collisions only put two collections on the same slot; they
  * never mix data, because the full key follows the tag.
  *
- * Tag source: a collection's member set, its absent marker and all of its
+ * Tag source: a collection's member set, its absent marker (`r:` of the glob key) and all of its
  * members share one tag, so reading a glob (SMEMBERS, then MGET of every
  * member) and writing it stay on one slot and can be pipelined in cluster mode.
  * The source is derived from the key ALONE, so `getResource(key)` finds a
@@ -88,14 +92,21 @@ export function tagOf(key: string): string {
   return tagOfSource(tagSourceOf(key));
 }
 
+/** The last source asked for: writes come in runs of one glob's members (no hashing of the string then). */
+let lastSource = '';
+let lastTag = '';
+
 /** Hash tag of a tag source (tagSourceOf), memoized. */
 export function tagOfSource(source: string): string {
+  if (source === lastSource) return lastTag;
   let tag = tagMemo.get(source);
   if (tag === undefined) {
     if (tagMemo.size >= TAG_MEMO_MAX) tagMemo.clear();
     tag = hashTag(source);
     tagMemo.set(source, tag);
   }
+  lastSource = source;
+  lastTag = tag;
   return tag;
 }
 
@@ -109,7 +120,7 @@ export class RedisKeyLayout {
     this.resourceHead = `${prefix}r:{`;
   }
 
-  /** STRING: the record of one resource (redis-record.ts). */
+  /** STRING: the record of one resource, or the absent marker of a resource or glob (redis-record.ts). */
   resource(key: string, tag: string = tagOf(key)): string {
     return `${this.prefix}r:{${tag}}:${key}`;
   }
@@ -119,12 +130,7 @@ export class RedisKeyLayout {
     return `${this.prefix}m:{${tag}}:${globKey}`;
   }
 
-  /** Known-absent marker of a singleton URN or glob key. */
-  absent(key: string, tag: string = tagOf(key)): string {
-    return `${this.prefix}a:{${tag}}:${key}`;
-  }
-
-  /** SCAN MATCH pattern of every resource hash under this prefix (and nothing else). */
+  /** SCAN MATCH pattern of every resource record (and absent marker) under this prefix, and nothing else. */
   resourcePattern(): string {
     return `${escapeGlob(this.resourceHead)}${'?'.repeat(TAG_LENGTH)}}:*`;
   }

@@ -1,7 +1,16 @@
 /**
  * The value stored under a resource's Redis key (see redis-keys.ts): one
- * STRING holding a small binary header and the encoded `Resource` bytes.
+ * STRING, either a record or a known-absent marker. The first byte says which.
  *
+ * Known absent: the single byte ABSENT_FORMAT (2). It sits under the same key
+ * a record would, so storing a resource is a plain overwrite (no separate
+ * marker key to delete), reading one is a single GET, and marking a key absent
+ * is a single SET. (Markers were separate `a:` keys before; a relay of that
+ * version reads this byte as "not a record", i.e. not stored, and ignores it,
+ * while this version never reads the old `a:` keys: a mixed fleet only loses
+ * shared absent hits, never serves wrong data.)
+ *
+ * Record:
  *   byte 0          format, RECORD_FORMAT (1)
  *   u32 BE + bytes  version (UTF-8)
  *   u32 BE + bytes  type URL (UTF-8)
@@ -18,24 +27,56 @@
 import type { StoredResource } from './types';
 
 export const RECORD_FORMAT = 1;
+export const ABSENT_FORMAT = 2;
+/** The value of a known-absent marker. */
+export const ABSENT_RECORD: Buffer = Buffer.from([ABSENT_FORMAT]);
+
+/** True for a known-absent marker (and nothing else). */
+export function isAbsentRecord(b: Buffer): boolean {
+  return b.length === 1 && b[0] === ABSENT_FORMAT;
+}
 const HEADER_FIXED = 1 + 4 + 4 + 4 + 8;
+
+/**
+ * UTF-8 bytes of the strings every record repeats (type URLs, glob keys): a
+ * batch of a thousand members of one glob encodes them once, and copying
+ * cached bytes is cheaper than encoding a string per record.
+ */
+const encoded = new Map<string, Buffer>();
+const ENCODED_MAX = 4096;
+
+function bytesOf(s: string): Buffer {
+  let b = encoded.get(s);
+  if (b === undefined) {
+    if (encoded.size >= ENCODED_MAX) encoded.clear();
+    b = Buffer.from(s, 'utf8');
+    encoded.set(s, b);
+  }
+  return b;
+}
 
 /** Byte length of the record of `r`. */
 export function recordSize(r: StoredResource): number {
-  return HEADER_FIXED + Buffer.byteLength(r.version) + Buffer.byteLength(r.typeUrl) + (r.glob === undefined ? 0 : Buffer.byteLength(r.glob)) + r.resource.length;
+  return HEADER_FIXED + Buffer.byteLength(r.version) + bytesOf(r.typeUrl).length + (r.glob === undefined ? 0 : bytesOf(r.glob).length) + r.resource.length;
+}
+
+function writeBytes(out: Buffer, pos: number, b: Buffer): number {
+  out.writeUInt32BE(b.length, pos);
+  out.set(b, pos + 4);
+  return pos + 4 + b.length;
 }
 
 /** Writes the record of `r` at `pos` (room for recordSize(r) bytes must be there); returns the end. */
 export function writeRecord(out: Buffer, pos: number, r: StoredResource): number {
   out[pos++] = RECORD_FORMAT;
-  const str = (s: string): void => {
-    const len = s.length === 0 ? 0 : out.write(s, pos + 4, 'utf8');
-    out.writeUInt32BE(len, pos);
-    pos += 4 + len;
-  };
-  str(r.version);
-  str(r.typeUrl);
-  str(r.glob ?? '');
+  const vlen = r.version.length === 0 ? 0 : out.write(r.version, pos + 4, 'utf8');
+  out.writeUInt32BE(vlen, pos);
+  pos += 4 + vlen;
+  pos = writeBytes(out, pos, bytesOf(r.typeUrl));
+  if (r.glob === undefined) {
+    out.writeUInt32BE(0, pos);
+    pos += 4;
+  } else pos = writeBytes(out, pos, bytesOf(r.glob));
   out.writeDoubleBE(r.expiresAt ?? 0, pos);
   pos += 8;
   out.set(r.resource, pos); // a plain typed-array copy: no intermediate view per record
@@ -50,30 +91,59 @@ export function encodeRecord(r: StoredResource): Buffer {
 }
 
 /**
- * Decodes a record read back for `key`. `undefined` when the bytes are not a
- * record of this format (foreign or corrupt data). The returned `resource` is
- * a view into `b`; the caller decides whether to copy it.
+ * Strings decoded from records, shared between records. A warm start decodes
+ * every stored record, and their type URLs and glob keys repeat (a handful of
+ * types, a glob per thousand members): decoding each into its own string cost
+ * CPU and kept two copies per resource alive in the cache. Looked up by a hash
+ * of the bytes, confirmed byte for byte; bounded (cleared when full).
  */
-export function decodeRecord(key: string, b: Buffer): StoredResource | undefined {
-  if (b.length < HEADER_FIXED || b[0] !== RECORD_FORMAT) return undefined;
-  let pos = 1;
-  const field = (): string | undefined => {
-    if (pos + 4 > b.length) return undefined;
-    const len = b.readUInt32BE(pos);
-    pos += 4;
-    if (pos + len > b.length) return undefined;
-    const s = b.toString('utf8', pos, pos + len);
-    pos += len;
+export class StringTable {
+  private readonly byHash = new Map<number, { bytes: Buffer; s: string }>();
+
+  constructor(private readonly max = 4096) {}
+
+  /** The UTF-8 string of b[start, end). */
+  get(b: Buffer, start: number, end: number): string {
+    const len = end - start;
+    let h = 0x811c9dc5 ^ len; // FNV-1a
+    for (let i = start; i < end; i++) h = Math.imul(h ^ b[i]!, 0x01000193);
+    const hit = this.byHash.get(h);
+    if (hit !== undefined && hit.bytes.length === len && sameBytes(hit.bytes, b, start)) return hit.s;
+    const s = b.toString('utf8', start, end);
+    if (this.byHash.size >= this.max) this.byHash.clear();
+    this.byHash.set(h, { bytes: Buffer.from(b.subarray(start, end)), s }); // a copy: don't pin a reply buffer
     return s;
-  };
-  const version = field();
-  const typeUrl = field();
-  const glob = field();
-  if (version === undefined || typeUrl === undefined || glob === undefined || pos + 8 > b.length) return undefined;
-  const expiresAt = b.readDoubleBE(pos);
-  pos += 8;
-  const out: StoredResource = { key, typeUrl, version, resource: b.subarray(pos) };
+  }
+}
+
+function sameBytes(a: Buffer, b: Buffer, at: number): boolean {
+  for (let i = a.length - 1; i >= 0; i--) if (a[i] !== b[at + i]) return false; // backwards: globs differ late
+  return true;
+}
+
+/**
+ * Decodes a record read back for `key`. `undefined` when the bytes are not a
+ * record of this format (foreign or corrupt data, an absent marker). The
+ * returned `resource` is a view into `b`; the caller decides whether to copy
+ * it. `strings`: shares the type URL and glob strings with other records.
+ */
+export function decodeRecord(key: string, b: Buffer, strings?: StringTable): StoredResource | undefined {
+  if (b.length < HEADER_FIXED || b[0] !== RECORD_FORMAT) return undefined;
+  // Three length-prefixed fields: version, type URL, glob (no closure per record: this runs per warm-loaded resource).
+  const v = 1 + 4;
+  const vEnd = v + b.readUInt32BE(1);
+  if (vEnd + 4 > b.length) return undefined;
+  const t = vEnd + 4;
+  const tEnd = t + b.readUInt32BE(vEnd);
+  if (tEnd + 4 > b.length) return undefined;
+  const g = tEnd + 4;
+  const gEnd = g + b.readUInt32BE(tEnd);
+  if (gEnd + 8 > b.length) return undefined;
+  const version = b.toString('utf8', v, vEnd);
+  const typeUrl = strings ? strings.get(b, t, tEnd) : b.toString('utf8', t, tEnd);
+  const expiresAt = b.readDoubleBE(gEnd);
+  const out: StoredResource = { key, typeUrl, version, resource: b.subarray(gEnd + 8) };
   if (expiresAt !== 0) out.expiresAt = expiresAt;
-  if (glob !== '') out.glob = glob;
+  if (gEnd > g) out.glob = strings ? strings.get(b, g, gEnd) : b.toString('utf8', g, gEnd);
   return out;
 }

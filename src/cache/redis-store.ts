@@ -2,13 +2,14 @@
  * `RedisStore`: the shared, persistent cache tier (DESIGN.md §4, §5) on Redis
  * (standalone, Sentinel or Cluster) via ioredis.
  *
- * Key layout: see redis-keys.ts (a record string per URN, set per glob, absent markers,
- * one cluster hash tag per collection); record format: redis-record.ts.
+ * Key layout: see redis-keys.ts (a record string per URN, which may instead hold
+ * its absent marker; a set per glob; one cluster hash tag per collection);
+ * record format: redis-record.ts.
  *
  * Speed: a chunk of up to 1000 coalesced write operations is one pipeline of
  * a handful of multi-key commands (MSET, DEL, SADD/SREM per glob, SET … PXAT
  * per TTL'd resource; redis-write-batch.ts), several chunks in flight; reads
- * are one MGET per resource, glob or warm-start page.
+ * are one GET per resource, one MGET per glob or warm-start page.
  *
  * Fault behaviour — Redis down or slow never blocks or fails the caller:
  *  - Every operation has its own deadline (`commandTimeoutMs`, default 250 ms,
@@ -53,7 +54,7 @@ import type { ConnectionOptions as TlsOptions } from 'node:tls';
 import type { Logger } from 'pino';
 import type { SharedStore, StoreBatch, StoredResource } from './types';
 import { DEFAULT_PREFIX, RedisKeyLayout, tagOf } from './redis-keys';
-import { decodeRecord } from './redis-record';
+import { StringTable, decodeRecord, isAbsentRecord } from './redis-record';
 import { WriteBatch, type Entry } from './redis-write-batch';
 import { BufferPool, type RawCommand } from './resp';
 
@@ -98,6 +99,8 @@ export interface RedisStoreOptions {
 }
 
 type Client = Redis | Cluster;
+/** One warm-start page: its canonical keys and the MGET of their records. */
+type WarmFetch = { names: string[]; values: Promise<Array<Buffer | null> | typeof FAILED> };
 type ExecResult = Array<[Error | null, unknown]> | null;
 
 const FAILED = Symbol('failed');
@@ -229,14 +232,11 @@ export class RedisStore implements SharedStore {
 
   async getResource(key: string): Promise<StoredResource | 'absent' | undefined> {
     if (!this.healthy) return undefined;
-    const tag = tagOf(key);
-    // One MGET: the record and the absent marker share the key's tag (one slot).
-    const res = await this.guard('getResource', this.client.mgetBuffer(this.keys.resource(key, tag), this.keys.absent(key, tag)), this.readTimeoutMs);
-    if (res === FAILED) return undefined;
-    const [record, absent] = res;
-    const found = record ? this.decode(key, record) : undefined;
-    if (found) return found;
-    return absent ? 'absent' : undefined;
+    // One GET: the key holds the record or the absent marker.
+    const record = await this.guard('getResource', this.client.getBuffer(this.keys.resource(key)), this.readTimeoutMs);
+    if (record === FAILED || !record) return undefined;
+    if (isAbsentRecord(record)) return 'absent';
+    return this.decode(key, record);
   }
 
   async getGlobMembers(globKey: string): Promise<StoredResource[] | 'absent' | undefined> {
@@ -245,11 +245,11 @@ export class RedisStore implements SharedStore {
     const setKey = this.keys.members(globKey, gtag);
     const p = this.client.pipeline();
     p.smembers(setKey);
-    p.exists(this.keys.absent(globKey, gtag));
+    p.getBuffer(this.keys.resource(globKey, gtag)); // the glob's absent marker, if any
     const head = await this.exec('getGlobMembers', p, this.readTimeoutMs);
     if (head === FAILED || head[0] instanceof Error || head[1] instanceof Error) return undefined;
     const names = head[0] as string[];
-    if (names.length === 0) return head[1] === 1 ? 'absent' : undefined;
+    if (names.length === 0) return head[1] instanceof Buffer && isAbsentRecord(head[1]) ? 'absent' : undefined;
 
     // Members normally share the glob's tag: one MGET. Group anyway, so a
     // member stored under another parent still reads correctly in a cluster.
@@ -268,12 +268,13 @@ export class RedisStore implements SharedStore {
     );
     const out: StoredResource[] = [];
     const gone: string[] = [];
+    const strings = new StringTable(16); // members share their type URL and glob
     for (const part of parts) {
       // a partial member list must not pass for the whole
       if (part === FAILED) return undefined;
       part.members.forEach((m, i) => {
         const v = part.r[i];
-        const r = v ? this.decode(m, v) : undefined;
+        const r = v ? this.decode(m, v, true, strings) : undefined;
         if (r) out.push(r);
         else if (part.t === gtag) gone.push(m);
       });
@@ -286,13 +287,14 @@ export class RedisStore implements SharedStore {
   /**
    * Warm start: streams every live resource under this prefix, in pages of
    * about `count` (SCAN MATCH `<prefix>r:{…}:*` COUNT `count` on every master,
-   * one MGET per page). Pipelined: the SCAN runs ahead on a second connection
-   * while up to WARM_FETCHES_IN_FLIGHT MGETs queue on the main one, so Redis
-   * reads the next pages while this process decodes one. Waits up to `waitMs`
+   * one MGET per page). Pipelined: the SCAN runs ahead on a second connection,
+   * as a task of its own, while up to WARM_FETCHES_IN_FLIGHT MGETs queue on the
+   * main one, so Redis reads the next pages while this process decodes one. Waits up to `waitMs`
    * for the first connection. Best effort: on an error or timeout it logs,
    * counts `onError('warmLoad')` and ends early — whatever was yielded is
    * valid, the rest is simply fetched on demand later. Expired resources are
-   * skipped. Absent markers are not returned (they are consulted on demand).
+   * skipped. Absent markers (scanned too: they live in `r:` keys) are skipped;
+   * they are consulted on demand.
    * Resources keep their `glob`, so the caller can rebuild glob membership.
    */
   async *warmLoad(opts: { count?: number; waitMs?: number } = {}): AsyncGenerator<StoredResource[], void, undefined> {
@@ -306,45 +308,90 @@ export class RedisStore implements SharedStore {
     }
     const nodes: Redis[] = this.isCluster ? (this.client as Cluster).nodes('master') : [this.client as Redis];
     const pattern = this.keys.resourcePattern();
+    const strings = new StringTable();
     let total = 0;
     for (const node of nodes) {
       const scanner = await this.scanConnection(node);
-      try {
-        const fetches: Array<{ names: string[]; values: Promise<Array<Buffer | null> | typeof FAILED> }> = [];
-        let cursor = '0';
-        do {
-          const page = await this.guard('warmLoad', scanner.scan(cursor, 'MATCH', pattern, 'COUNT', count), this.warmTimeoutMs);
-          if (page === FAILED) return this.warmAborted(total);
-          cursor = page[0];
-          const names: string[] = [];
-          const redisKeys: string[] = [];
-          for (const redisKey of page[1]) {
-            const key = this.keys.keyOfResource(redisKey);
-            if (key === undefined) continue;
-            names.push(key);
-            redisKeys.push(redisKey);
-          }
-          if (names.length > 0) fetches.push({ names, values: this.fetchRecords(node, redisKeys) });
-          // Decode the oldest page once enough are queued (or the scan is over).
-          while (fetches.length >= WARM_FETCHES_IN_FLIGHT || (cursor === '0' && fetches.length > 0)) {
-            const f = fetches.shift()!;
-            const values = await f.values;
-            if (values === FAILED) return this.warmAborted(total);
-            const batch: StoredResource[] = [];
-            f.names.forEach((key, i) => {
-              const v = values[i];
-              // A warm page keeps nearly every byte of the socket chunks it came in: no copy.
-              const r = v ? this.decode(key, v, false) : undefined;
-              if (r) batch.push(r);
-            });
-            if (batch.length > 0) {
-              total += batch.length;
-              yield batch;
+      // The SCAN runs ahead as its own task, each page's MGET sent as soon as
+      // its keys are known, up to WARM_FETCHES_IN_FLIGHT pages ahead of the
+      // decoding here: the scan's round trips (which queue behind the MGETs in
+      // Redis) no longer stall this process between pages.
+      const queue: WarmFetch[] = [];
+      let scanFailed = false;
+      let scanFinished = false;
+      let stop = false;
+      let consumerWaiting: (() => void) | undefined;
+      let scannerWaiting: (() => void) | undefined;
+      const wakeConsumer = (): void => {
+        const w = consumerWaiting;
+        consumerWaiting = undefined;
+        w?.();
+      };
+      const wakeScanner = (): void => {
+        const w = scannerWaiting;
+        scannerWaiting = undefined;
+        w?.();
+      };
+      const scanning = (async (): Promise<void> => {
+        try {
+          let cursor = '0';
+          do {
+            while (queue.length >= WARM_FETCHES_IN_FLIGHT && !stop) await new Promise<void>((resolve) => (scannerWaiting = resolve));
+            if (stop || this.closed) return;
+            const page = await this.guard('warmLoad', scanner.scan(cursor, 'MATCH', pattern, 'COUNT', count), this.warmTimeoutMs);
+            if (page === FAILED) {
+              scanFailed = true;
+              return;
             }
-            if (this.closed) return;
+            cursor = page[0];
+            const names: string[] = [];
+            const redisKeys: string[] = [];
+            for (const redisKey of page[1]) {
+              const key = this.keys.keyOfResource(redisKey);
+              if (key === undefined) continue;
+              names.push(key);
+              redisKeys.push(redisKey);
+            }
+            if (names.length > 0 && !stop) {
+              queue.push({ names, values: this.fetchRecords(node, redisKeys) });
+              wakeConsumer();
+            }
+          } while (cursor !== '0');
+        } finally {
+          scanFinished = true;
+          wakeConsumer();
+        }
+      })();
+      try {
+        for (;;) {
+          const f = queue.shift();
+          if (f === undefined) {
+            if (scanFinished) break;
+            await new Promise<void>((resolve) => (consumerWaiting = resolve));
+            continue;
           }
-        } while (cursor !== '0' && !this.closed);
+          wakeScanner();
+          const values = await f.values;
+          if (values === FAILED) return this.warmAborted(total);
+          const batch: StoredResource[] = [];
+          f.names.forEach((key, i) => {
+            const v = values[i];
+            // A warm page keeps nearly every byte of the socket chunks it came in: no copy.
+            const r = v ? this.decode(key, v, false, strings) : undefined;
+            if (r) batch.push(r);
+          });
+          if (batch.length > 0) {
+            total += batch.length;
+            yield batch;
+          }
+          if (this.closed) return;
+        }
+        if (scanFailed) return this.warmAborted(total);
       } finally {
+        // Stopped early (or done): let a SCAN still under way settle before its connection goes.
+        stop = true;
+        wakeScanner();
+        await scanning;
         if (scanner !== node) scanner.disconnect();
       }
     }
@@ -431,9 +478,14 @@ export class RedisStore implements SharedStore {
   }
 
   private enqueue(e: Entry): void {
-    // delete + set moves the key to the end: the map stays in write order.
-    this.pending.delete(e.key);
+    // The map stays in write order: a key already pending moves to the end
+    // (delete + set). A new key, the usual case, costs one lookup, not two.
+    const size = this.pending.size;
     this.pending.set(e.key, e);
+    if (this.pending.size === size) {
+      this.pending.delete(e.key);
+      this.pending.set(e.key, e);
+    }
   }
 
   private enforceBound(): void {
@@ -576,9 +628,14 @@ export class RedisStore implements SharedStore {
     void this.guard('getGlobMembers', this.client.eval(script, keys.length, ...keys, ...members), this.writeTimeoutMs);
   }
 
-  /** `copy`: copy the bytes out of a large parser buffer, so one kept resource doesn't pin it. */
-  private decode(key: string, record: Buffer, copy = true): StoredResource | undefined {
-    const out = decodeRecord(key, record);
+  /**
+   * A stored record as a resource; `undefined` for an absent marker, an
+   * expired or undecodable record (the latter counted). `copy`: copy the
+   * bytes out of a large parser buffer, so one kept resource doesn't pin it.
+   */
+  private decode(key: string, record: Buffer, copy = true, strings?: StringTable): StoredResource | undefined {
+    if (isAbsentRecord(record)) return undefined;
+    const out = decodeRecord(key, record, strings);
     if (!out) {
       this.countError('decode');
       return undefined;

@@ -1,11 +1,12 @@
 /**
  * Turns one chunk of coalesced store operations (redis-store.ts) into a few
  * multi-key Redis commands, so a chunk of a thousand resources costs about
- * four commands in one round trip instead of six commands per resource:
+ * four commands in one round trip instead of several per resource:
  *
- *   DEL   records of removed / absent keys, absent markers of stored keys and
- *         of the globs they join, member sets of globs now absent
- *   MSET  records of stored resources without TTL, absent markers ("1")
+ *   MSET  records of stored resources without TTL, absent markers; either
+ *         overwrites whatever the key held (a record or an absent marker)
+ *   DEL   records of removed keys, absent markers of the globs that gain
+ *         members, member sets of globs now absent
  *   SET … PXAT  one per resource with a TTL (it needs its own expiry)
  *   SADD / SREM  one per glob whose membership changed
  *
@@ -23,7 +24,7 @@
  * then keeps one group of commands per hash tag (all keys of a tag share a
  * slot), each sent to its node.
  */
-import { recordSize, writeRecord } from './redis-record';
+import { ABSENT_RECORD, recordSize, writeRecord } from './redis-record';
 import { TAG_LENGTH, isGlobKey, parentGlobOf, tagOf, tagOfSource, tagSourceOf, type RedisKeyLayout } from './redis-keys';
 import { RespCommand, writeAscii, type BufferPool, type RawCommand } from './resp';
 import type { StoredResource } from './types';
@@ -34,7 +35,7 @@ export type Entry =
   | { kind: 'remove'; key: string; glob?: string }
   | { kind: 'absent'; key: string };
 
-type KeyKind = 'r' | 'm' | 'a';
+type KeyKind = 'r' | 'm';
 
 /** Writes the Redis keys of the layout (`<prefix><kind>:{<tag>}:<key>`) straight into commands. */
 class KeyWriter {
@@ -50,7 +51,7 @@ class KeyWriter {
 
   write(cmd: RespCommand, kind: KeyKind, key: string, tag: string, keyLen = Buffer.byteLength(key)): void {
     if (this.route && cmd.firstKey === undefined) {
-      cmd.firstKey = kind === 'r' ? this.layout.resource(key, tag) : kind === 'm' ? this.layout.members(key, tag) : this.layout.absent(key, tag);
+      cmd.firstKey = kind === 'r' ? this.layout.resource(key, tag) : this.layout.members(key, tag);
     }
     let at = cmd.beginArg(this.prefix.length + 5 + TAG_LENGTH + keyLen);
     const b = cmd.target;
@@ -76,7 +77,7 @@ class Segment {
   readonly srem = new Map<string, RespCommand>();
   /** Globs with member operations in this segment. */
   readonly memberOps = new Set<string>();
-  /** Globs whose absent marker this segment already deletes. */
+  /** Globs whose absent marker (their `r:` key) this segment already deletes. */
   readonly absentCleared = new Set<string>();
   /** Globs marked absent in this segment. */
   readonly absentGlobs = new Set<string>();
@@ -128,6 +129,12 @@ export class WriteGroup {
 export class WriteBatch {
   readonly groups = new Map<string, WriteGroup>();
   private readonly keyWriter: KeyWriter;
+  /**
+   * Where the previous put's member went. Puts come in runs of one glob's
+   * members; a run then skips the per-glob set and map lookups. Valid while
+   * its segment is current: marking that glob absent always starts a new one.
+   */
+  private lastMember: { glob: string; group: WriteGroup; segment: Segment; sadd: RespCommand } | undefined;
 
   constructor(
     keys: RedisKeyLayout,
@@ -177,14 +184,23 @@ export class WriteBatch {
         if (r.glob !== undefined) {
           // A member's tag source is normally its glob: one lookup for both.
           const gtag = r.glob === source ? tag : tagOf(r.glob);
-          const seg = this.group(gtag, e).forMemberOp(r.glob);
-          const sadd = this.members(seg.sadd, 'sadd', r.glob, gtag);
+          const g = this.group(gtag, e);
+          const last = this.lastMember;
+          let sadd: RespCommand;
+          if (last !== undefined && last.glob === r.glob && last.group === g && last.segment === g.current) {
+            // Same glob as the previous put, same segment: its SADD, and its glob's marker DEL, are already there.
+            sadd = last.sadd;
+          } else {
+            const seg = g.forMemberOp(r.glob);
+            sadd = this.members(seg.sadd, 'sadd', r.glob, gtag);
+            if (!seg.absentCleared.has(r.glob)) {
+              seg.absentCleared.add(r.glob);
+              kw.write(this.del(seg), 'r', r.glob, gtag);
+            }
+            this.lastMember = { glob: r.glob, group: g, segment: seg, sadd };
+          }
           const at = sadd.beginArg(keyLen);
           sadd.endArg(at + sadd.target.write(r.key, at, 'utf8'));
-          if (!seg.absentCleared.has(r.glob)) {
-            seg.absentCleared.add(r.glob);
-            kw.write(this.del(seg), 'a', r.glob, gtag);
-          }
         }
         const seg = this.group(tag, e).current;
         const size = recordSize(r);
@@ -198,7 +214,7 @@ export class WriteBatch {
           cmd.string('PXAT');
           cmd.string(String(Math.floor(r.expiresAt)));
         }
-        kw.write(this.del(seg), 'a', r.key, tag, keyLen);
+        // No DEL of an absent marker: it lived in this same key, now overwritten.
         return;
       }
       case 'remove': {
@@ -224,10 +240,12 @@ export class WriteBatch {
           }
           seg = this.group(tag, e).current;
         }
-        kw.write(this.del(seg), 'r', e.key, tag);
+        // The marker replaces the record (MSET overwrites it and drops its expiry).
         const mset = this.mset(seg);
-        kw.write(mset, 'a', e.key, tag);
-        mset.string('1');
+        kw.write(mset, 'r', e.key, tag);
+        const at = mset.beginArg(ABSENT_RECORD.length);
+        mset.target.set(ABSENT_RECORD, at);
+        mset.endArg(at + ABSENT_RECORD.length);
         return;
       }
     }
