@@ -5,7 +5,7 @@
  *   npm run bench -- --full          full sizes (10k clients)
  *   npm run bench -- --only 1,3      some scenarios (0/1/1s/2 always run together: they are interleaved)
  *   npm run bench -- --rounds 30     fan-out rounds (default 20)
- *   npm run bench -- --profile       also --cpu-prof the relay during fan-out and summarize it
+ *   npm run bench -- --profile       also --cpu-prof the relay (1, 3, 6) and summarize it
  *
  * Everything runs on 127.0.0.1: servers under test pinned to core 0, load
  * generators, origin and this coordinator on core 1 (taskset).
@@ -22,12 +22,13 @@ import { runIdle } from './scenarios/idle';
 import { runDedup } from './scenarios/dedup';
 import { runChurn } from './scenarios/churn';
 import { runRedis } from './scenarios/redis';
+import { runScale } from './scenarios/scale';
 
 const USAGE = `usage: npm run bench [-- --full] [--only 0,3,…] [--rounds N] [--profile]
   --full      full sizes (10k clients; several minutes)
   --only IDS  scenarios to run (0/1/1s/2 always run together: they are interleaved)
   --rounds N  measured fan-out rounds (default 20)
-  --profile   run the scenario-1 relay under --cpu-prof and summarize the profile
+  --profile   run the relay (and its ceiling) of scenarios 1, 3 and 6 under --cpu-prof and summarize the profiles
   --no-ack    fan-out clients do not ACK (sensitivity check; ACKs are on by default, as Envoy sends them)
   --clients N override N of the fan-out and storm scenarios
 `;
@@ -83,6 +84,7 @@ const GROUPS: ScenarioGroup[] = [
   { ids: ['5'], name: 'dedup', timeoutMs: (f) => (f ? 300_000 : 45_000), run: async (c) => [await runDedup(c)] },
   { ids: ['6'], name: 'sustained churn', timeoutMs: (f) => (f ? 600_000 : 75_000), run: async (c) => [await runChurn(c)] },
   { ids: ['7'], name: 'redis path', timeoutMs: (f) => (f ? 600_000 : 120_000), run: async (c) => [await runRedis(c)] },
+  { ids: ['8'], name: 'scale: streams multiplexed per connection', timeoutMs: (f) => (f ? 900_000 : 120_000), run: async (c) => [await runScale(c)] },
 ];
 
 function machine(): Record<string, unknown> {

@@ -29,11 +29,11 @@ const MEMBERS = 4;
 /** Fan-out speed (ceiling time ÷ relay time) the relay must reach, delta and SotW alike. */
 const FANOUT_TARGET = 0.7;
 
-type TargetKey = 'ceiling' | 'ceilingPerClient' | 'h2' | 'relay' | 'noshare' | 'sotwCeiling' | 'sotwRelay';
+export type TargetKey = 'ceiling' | 'ceilingPerClient' | 'h2' | 'relay' | 'noshare' | 'sotwCeiling' | 'sotwRelay';
 
 type Window = ProfileWindow;
 
-interface Target {
+export interface Target {
   key: TargetKey;
   label: string;
   group: string;
@@ -42,7 +42,7 @@ interface Target {
   fire(t0Us: number, round: number): Promise<unknown>;
 }
 
-interface RoundRecord {
+export interface RoundRecord {
   round: number;
   lastMs: number;
   clientP50Ms: number;
@@ -54,7 +54,7 @@ interface RoundRecord {
   encodes: number;
 }
 
-interface TargetSummary {
+export interface TargetSummary {
   label: string;
   rounds: number;
   lastP50Ms: number;
@@ -67,7 +67,7 @@ interface TargetSummary {
   records: RoundRecord[];
 }
 
-function summarize(label: string, records: RoundRecord[]): TargetSummary {
+export function summarize(label: string, records: RoundRecord[]): TargetSummary {
   return {
     label,
     rounds: records.length,
@@ -126,7 +126,7 @@ interface Phase {
  * round so no server always follows the same one. Round numbers continue from
  * `firstRound` (they must grow within a load-generator group).
  */
-async function interleave(
+export async function interleave(
   ctx: BenchContext,
   gens: GenPool,
   targets: readonly Target[],
