@@ -1,12 +1,11 @@
 import * as client from 'prom-client';
-import type { StatusSource } from './downstream/status-source';
+import { SEVERITY_RANK, severityOf, type Severity, type StatusSource } from './downstream/status-source';
 import { SecurityMetrics } from './security/metrics';
 
 const MAX_TYPE_LABELS = 32;
 
-const CLIENT_STATUSES = ['synced', 'stale', 'nacked'] as const;
-type ClientStatusLabel = (typeof CLIENT_STATUSES)[number];
-const CLIENT_STATUS_RANK: Record<ClientStatusLabel, number> = { synced: 0, stale: 1, nacked: 2 };
+/** Values of the `status` label of xdstp_relay_clients. */
+const CLIENT_STATUSES: readonly Severity[] = ['synced', 'stale', 'nacked'];
 
 /**
  * Per-type counts kept as plain numbers on the hot paths (every response to
@@ -275,17 +274,20 @@ export class RelayMetrics {
   private collectClientStatus(): void {
     const source = this.statusSource;
     if (!source) return;
-    const counts = new Map<string, Record<ClientStatusLabel, number>>();
-    const worst = new Map<string, ClientStatusLabel>();
+    const counts = new Map<string, Record<Severity, number>>();
+    const worst = new Map<string, Severity>();
     try {
       for (const c of source.clients()) {
         if (!c.scope.startsWith('stream/')) continue;
         worst.clear();
-        for (const r of c.resources(false)) {
-          const s: ClientStatusLabel =
-            r.configStatus === 'ERROR' || r.clientStatus === 'NACKED' ? 'nacked' : r.configStatus === 'STALE' ? 'stale' : 'synced';
-          const was = worst.get(r.typeUrl);
-          if (was === undefined || CLIENT_STATUS_RANK[s] > CLIENT_STATUS_RANK[was]) worst.set(r.typeUrl, s);
+        if (c.worstByType) {
+          for (const [typeUrl, s] of c.worstByType()) worst.set(typeUrl, s);
+        } else {
+          for (const r of c.resources(false)) {
+            const s = severityOf(r.configStatus, r.clientStatus);
+            const was = worst.get(r.typeUrl);
+            if (was === undefined || SEVERITY_RANK[s] > SEVERITY_RANK[was]) worst.set(r.typeUrl, s);
+          }
         }
         for (const [typeUrl, s] of worst) {
           const type = this.typeLabel(typeUrl);

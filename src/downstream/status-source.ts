@@ -15,6 +15,17 @@ export interface StatusClient {
   readonly scope: string;      // `stream/<id>/delta` | `stream/<id>/sotw` | `upstream/<authority>`
   readonly node: Node | undefined;
   resources(includeContents: boolean): ResourceStatus[];
+  /** Per type URL, the worst severity among resources() of that type, computed without building them (scrape time). */
+  worstByType?(): Iterable<readonly [string, Severity]>;
+}
+
+/** How bad a resource's status is, for the per-client gauge. */
+export type Severity = 'synced' | 'stale' | 'nacked';
+export const SEVERITY_RANK: Readonly<Record<Severity, number>> = { synced: 0, stale: 1, nacked: 2 };
+
+/** A NACK (or an error) is worst, then a change still on its way; everything else counts as synced. */
+export function severityOf(configStatus: ConfigStatus, clientStatus: ClientResourceStatus): Severity {
+  return configStatus === 'ERROR' || clientStatus === 'NACKED' ? 'nacked' : configStatus === 'STALE' ? 'stale' : 'synced';
 }
 export interface StatusSource {
   /** Every connected client stream, then one entry per upstream authority (the relay's own view, node = the relay's node). */

@@ -9,7 +9,7 @@ import type { Subscription } from '../hub/subscription';
 import type { Node } from '../proto/messages';
 import type { UpstreamPort } from '../upstream/types';
 import type { AdsStream } from './ads-stream';
-import type { ClientResourceStatus, ConfigStatus, ResourceStatus, StatusClient, StatusSource } from './status-source';
+import { SEVERITY_RANK, severityOf, type ClientResourceStatus, type ConfigStatus, type ResourceStatus, type Severity, type StatusClient, type StatusSource } from './status-source';
 import { TOLD_ABSENT, type SubscriptionState } from './subscription-state';
 
 export interface StatusParts {
@@ -30,28 +30,48 @@ function status(
   return { typeUrl, name, version, configStatus, clientStatus };
 }
 
+/**
+ * The (config, client) statuses a name can be in; `verdict` picks one. One
+ * table for CSDS's full answers and the scrape-time gauge, so they never
+ * disagree.
+ */
+const VERDICTS = [
+  ['ERROR', 'NACKED'], // 0: the client NACKed its last version
+  ['SYNCED', 'DOES_NOT_EXIST'], // 1: told (or known) not to exist
+  ['NOT_SENT', 'REQUESTED'], // 2: nothing sent yet, the relay waits for the upstream
+  ['STALE', 'REQUESTED'], // 3: a first version is on its way
+  ['STALE', 'ACKED'], // 4: a newer version is on its way, or the relay holds another one
+  ['SYNCED', 'REQUESTED'], // 5: holds nothing, nothing owed
+  ['SYNCED', 'ACKED'], // 6: holds what the relay has
+] as const satisfies ReadonlyArray<readonly [ConfigStatus, ClientResourceStatus]>;
+type Verdict = number;
+const VERDICT_SEVERITY: readonly Severity[] = VERDICTS.map(([config, client]) => severityOf(config, client));
+
+type ClientView = ReturnType<SubscriptionState['clientView']>;
+
 /** One name a client subscribes (or holds through a collection), against what the relay has for it. */
-function nameStatus(state: SubscriptionState, name: string, current: CacheEntry | undefined, absent: boolean, withContents: boolean): ResourceStatus {
-  const typeUrl = state.typeUrl;
-  const rejected = state.rejected?.get(name);
-  const { version, pending } = state.clientView(name);
+function verdict(state: SubscriptionState, name: string, view: ClientView, current: CacheEntry | undefined, absent: boolean): Verdict {
+  if (state.rejected?.has(name)) return 0;
+  const { version, pending } = view;
+  if (version === TOLD_ABSENT && !pending) return 1;
+  if (version === undefined && !pending) return absent ? 1 : 2;
   const holds = version !== undefined && version !== TOLD_ABSENT ? version : '';
+  // Behind: a change is on its way (sent, or held back while the client is slow).
+  const behind = pending || (current !== undefined && current.version !== holds);
+  if (behind) return holds === '' ? 3 : 4;
+  return holds === '' ? 5 : 6;
+}
+
+function nameStatus(state: SubscriptionState, name: string, current: CacheEntry | undefined, absent: boolean, withContents: boolean): ResourceStatus {
+  const view = state.clientView(name);
+  const v = verdict(state, name, view, current, absent);
+  const [configStatus, clientStatus] = VERDICTS[v]!;
+  const holds = view.version !== undefined && view.version !== TOLD_ABSENT ? view.version : '';
   // A SotW client knows a resource by the version_info of the response that changed it.
-  const shown = state.protocol === 'sotw' ? (state.responseVersion(name) ?? '') : holds;
-  let out: ResourceStatus;
-  if (rejected) {
-    out = status(typeUrl, name, shown, 'ERROR', 'NACKED');
-    out.error = { version: rejected.version, details: rejected.details, at: rejected.at };
-  } else if (version === TOLD_ABSENT && !pending) {
-    out = status(typeUrl, name, '', 'SYNCED', 'DOES_NOT_EXIST');
-  } else if (version === undefined && !pending) {
-    // Nothing sent yet: the relay is still waiting for the upstream (or it is gone).
-    out = status(typeUrl, name, '', absent ? 'SYNCED' : 'NOT_SENT', absent ? 'DOES_NOT_EXIST' : 'REQUESTED');
-  } else {
-    // Behind: a change is on its way (sent, or held back while the client is slow).
-    const behind = pending || (current !== undefined && current.version !== holds);
-    out = status(typeUrl, name, shown, behind ? 'STALE' : 'SYNCED', holds === '' ? 'REQUESTED' : 'ACKED');
-  }
+  const shown = v === 1 || v === 2 ? '' : state.protocol === 'sotw' ? (state.responseVersion(name) ?? '') : holds;
+  const out = status(state.typeUrl, name, shown, configStatus, clientStatus);
+  const rejected = v === 0 ? state.rejected?.get(name) : undefined;
+  if (rejected) out.error = { version: rejected.version, details: rejected.details, at: rejected.at };
   if (current && current.version === holds) {
     out.lastUpdated = current.updatedAt;
     if (withContents) out.resource = current.stored.resource;
@@ -59,14 +79,38 @@ function nameStatus(state: SubscriptionState, name: string, current: CacheEntry 
   return out;
 }
 
-function collectionStatus(state: SubscriptionState, spelling: string, sub: Subscription, members: readonly CacheEntry[], absent: boolean): ResourceStatus {
+/** A glob or wildcard the client subscribes, by its own spelling. */
+function collectionVerdict(state: SubscriptionState, members: readonly CacheEntry[], absent: boolean): Verdict {
   if (members.length > 0) {
-    let pending = false;
-    for (const m of members) if (state.clientView(m.name).pending) pending = true;
-    return status(state.typeUrl, spelling, '', pending ? 'STALE' : 'SYNCED', pending ? 'REQUESTED' : 'ACKED');
+    for (const m of members) if (state.clientView(m.name).pending) return 3;
+    return 6;
   }
-  if (absent) return status(state.typeUrl, spelling, '', 'SYNCED', 'DOES_NOT_EXIST');
-  return status(state.typeUrl, spelling, '', 'NOT_SENT', 'REQUESTED');
+  return absent ? 1 : 2;
+}
+
+function collectionStatus(state: SubscriptionState, spelling: string, members: readonly CacheEntry[], absent: boolean): ResourceStatus {
+  const [configStatus, clientStatus] = VERDICTS[collectionVerdict(state, members, absent)]!;
+  return status(state.typeUrl, spelling, '', configStatus, clientStatus);
+}
+
+/** The worst severity among stateResources(state) — the same verdicts, nothing built. */
+function stateWorst(state: SubscriptionState, engine: SubscriptionEngine): Severity {
+  const { store } = engine;
+  const NACKED = SEVERITY_RANK.nacked;
+  let worst = 0;
+  const rank = (v: Verdict): number => SEVERITY_RANK[VERDICT_SEVERITY[v]!];
+  for (const [spelling, sub] of state.names) {
+    if (sub === null) continue; // refused: does not exist, synced
+    if (!sub.isCollection) {
+      worst = Math.max(worst, rank(verdict(state, spelling, state.clientView(spelling), store.get(sub.key), store.isAbsent(sub.key))));
+    } else {
+      const members = store.members(sub.key);
+      worst = Math.max(worst, rank(collectionVerdict(state, members, store.isAbsent(sub.key))));
+      for (const m of members) worst = Math.max(worst, rank(verdict(state, m.name, state.clientView(m.name), m, false)));
+    }
+    if (worst === NACKED) break;
+  }
+  return worst === NACKED ? 'nacked' : worst === SEVERITY_RANK.stale ? 'stale' : 'synced';
 }
 
 function stateResources(state: SubscriptionState, engine: SubscriptionEngine, withContents: boolean): ResourceStatus[] {
@@ -82,7 +126,7 @@ function stateResources(state: SubscriptionState, engine: SubscriptionEngine, wi
   }
   for (const [spelling, sub] of collections) {
     const members = store.members(sub.key);
-    out.push(collectionStatus(state, spelling, sub, members, store.isAbsent(sub.key)));
+    out.push(collectionStatus(state, spelling, members, store.isAbsent(sub.key)));
     // One entry per member under its canonical name; a name also subscribed on its own has one already.
     for (const m of members) {
       if (listed.has(m.name)) continue;
@@ -145,6 +189,9 @@ export function relayStatusSource(parts: StatusParts): StatusSource {
             const out: ResourceStatus[] = [];
             for (const state of s.states.values()) out.push(...stateResources(state, engine, withContents));
             return out;
+          },
+          *worstByType() {
+            for (const state of s.states.values()) if (state.names.size > 0) yield [state.typeUrl, stateWorst(state, engine)] as const;
           },
         };
       }
