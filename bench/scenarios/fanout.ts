@@ -21,7 +21,7 @@ import type { BenchContext, ScenarioResult } from '../lib/context';
 import type { AdsProtocol } from '../loadgen/protocol';
 import { fanGlob, fanMember, stampedVersion, type Plan } from '../lib/names';
 import { cpuSettled, nowUs, sleep } from '../lib/proc';
-import { GenPool, metricValue, startCeiling, startRelay, type RelayProc } from '../lib/servers';
+import { GenPool, metricValue, startCeiling, startRelay, type CeilingProc, type RelayProc } from '../lib/servers';
 import { fmt, fmtRatio, max, median, percentile } from '../lib/stats';
 import { logProfile, profileIn, type ProfileSummary, type ProfileWindow } from '../lib/cpuprofile';
 
@@ -172,6 +172,29 @@ export async function interleave(
   return { records, windows, lastRound: round };
 }
 
+/** The bare grpc-js server writing one pre-encoded response to every stream per round. */
+export function ceilingTarget(ceil: CeilingProc, name: string, payloadBytes: number): Target {
+  return {
+    key: 'ceiling',
+    label: 'bare grpc-js, one encoding',
+    group: 'ceil',
+    pid: ceil.pid,
+    fire: (t0Us, round) => ceil.rpc.call({ cmd: 'fire', t0Us, round, name, payloadBytes, perClient: false }),
+  };
+}
+
+/** A relay (load-generator group `relay`) whose origin changes one member of glob `tag` per round. */
+export function relayTarget(relay: RelayProc, origin: BenchOrigin, tag: string, members: number): Target {
+  return {
+    key: 'relay',
+    label: 'relay',
+    group: 'relay',
+    pid: relay.pid,
+    relay,
+    fire: async (t0Us, round) => origin.change([fanMember(tag, round % members)], stampedVersion(t0Us, round)),
+  };
+}
+
 export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
   const N = ctx.clients ?? (ctx.full ? 10_000 : 2_000);
   const rounds = ctx.rounds ?? 20;
@@ -202,21 +225,8 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
   const payloadBytes = ctx.payloadBytes;
   const ceilName = fanMember('C', 0);
   const targets: Target[] = [
-    {
-      key: 'ceiling',
-      label: 'bare grpc-js, one encoding',
-      group: 'ceil',
-      pid: ceil.pid,
-      fire: (t0Us, round) => ceil.rpc.call({ cmd: 'fire', t0Us, round, name: ceilName, payloadBytes, perClient: false }),
-    },
-    {
-      key: 'relay',
-      label: 'relay',
-      group: 'relay',
-      pid: relayA.pid,
-      relay: relayA,
-      fire: async (t0Us, round) => origin.change([fanMember('A', round % MEMBERS)], stampedVersion(t0Us, round)),
-    },
+    ceilingTarget(ceil, ceilName, payloadBytes),
+    relayTarget(relayA, origin, 'A', MEMBERS),
     {
       key: 'h2',
       label: 'raw node:http2',

@@ -14,11 +14,11 @@
  */
 import { BenchOrigin } from '../origin';
 import type { BenchContext, ScenarioResult } from '../lib/context';
-import { fanGlob, fanMember, stampedVersion, type Plan } from '../lib/names';
+import { fanGlob, fanMember, type Plan } from '../lib/names';
 import { memStatus, sleep } from '../lib/proc';
 import { GenPool, metricValue, startCeiling, startRelay } from '../lib/servers';
 import { fmt, fmtRatio, median } from '../lib/stats';
-import { interleave, summarize, type Target } from './fanout';
+import { ceilingTarget, interleave, relayTarget, summarize } from './fanout';
 
 const PER_CONN = 100;
 const MEMBERS = 4;
@@ -74,23 +74,7 @@ export async function runScale(ctx: BenchContext): Promise<ScenarioResult> {
 
   const ceilName = fanMember('S', 0);
   const payloadBytes = ctx.payloadBytes;
-  const targets: Target[] = [
-    {
-      key: 'ceiling',
-      label: 'bare grpc-js, one encoding',
-      group: 'ceil',
-      pid: ceil.pid,
-      fire: (t0Us, round) => ceil.rpc.call({ cmd: 'fire', t0Us, round, name: ceilName, payloadBytes, perClient: false }),
-    },
-    {
-      key: 'relay',
-      label: 'relay',
-      group: 'relay',
-      pid: relay.pid,
-      relay,
-      fire: async (t0Us, round) => origin.change([fanMember('S', round % MEMBERS)], stampedVersion(t0Us, round)),
-    },
-  ];
+  const targets = [ceilingTarget(ceil, ceilName, payloadBytes), relayTarget(relay, origin, 'S', MEMBERS)];
   const phase = await interleave(ctx, gens, targets, 2, rounds, 0);
   const r = summarize('relay', phase.records.get('relay')!);
   const c = summarize('ceiling', phase.records.get('ceiling')!);
