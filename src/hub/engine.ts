@@ -363,6 +363,18 @@ export class SubscriptionEngine implements UpstreamSink {
     fan.finish();
   }
 
+  /** Whether the content of upstream name `name` is known: a resource or marker for a singleton, an answer for a collection. */
+  hasServed(typeUrl: string, name: string): boolean {
+    const route = this.opts.router.route(typeUrl, name);
+    if (isRejection(route)) return false;
+    const { store } = this.opts;
+    if (store.isAbsent(route.key)) return true;
+    if (route.kind === 'glob' || route.kind === 'wildcard') {
+      return this.index.get(route.key)?.answered === true || store.memberCount(route.key) > 0;
+    }
+    return store.get(route.key) !== undefined;
+  }
+
   /** TTLs ran out: the resources are gone until the upstream sends them again. */
   onExpired(keys: string[]): void {
     const fan = new FanOut();
