@@ -5,6 +5,7 @@ import { WILDCARD } from '../hub/routing';
 import type { Subscription } from '../hub/subscription';
 import { forEachSpelling, type Spellings, type Watcher } from '../hub/types';
 import type { ResourceErrorInfo } from '../proto/resource-error';
+import { ClaimCheck } from './claim-check';
 
 /** Marker stored in `held` for a name the client has been told does not exist. */
 export const TOLD_ABSENT = '\u0000absent';
@@ -102,6 +103,8 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   lastNonce = '';
   /** Names a reconnecting client listed as held, not yet confirmed by a known collection. */
   private initialNames: Set<string> | undefined;
+  /** Listed glob members whose existence is being asked upstream (see ClaimCheck). */
+  private claimChecks: Map<string, ClaimCheck> | undefined;
   /** The wildcard was subscribed and has not been answered yet. */
   private owesWildcardAnswer = false;
   private pending: Pending | undefined;
@@ -166,16 +169,25 @@ export class SubscriptionState implements Watcher, FanOutTarget {
       }
       const joined = this.engine.join(this, name);
       if (!('key' in joined)) {
-        this.names.set(name, null);
-        this.stream.refused(this, name, joined.reason, joined.message);
-        this.answerRefused(name, fan);
+        this.refuse(name, joined.reason, joined.message, fan);
         continue;
       }
       this.names.set(name, joined);
       if (!initial?.has(name)) this.held.delete(name);
       if (name === WILDCARD) this.owesWildcardAnswer = true;
       this.engine.answer(this, joined, name, fan);
+      if (joined.isCollection && !joined.answered) this.checkClaims(joined, fan);
     }
+  }
+
+  /**
+   * `name` is refused for this client (unroutable, denied, over a limit): it
+   * is answered as not existing and stays refused until unsubscribed.
+   */
+  refuse(name: string, reason: string, message: string, fan: FanOut): void {
+    this.names.set(name, null);
+    this.stream.refused(this, name, reason, message);
+    this.answerRefused(name, fan);
   }
 
   /** Unsubscribes `names`; a name still covered by one of the client's collections is answered again. */
@@ -194,10 +206,14 @@ export class SubscriptionState implements Watcher, FanOutTarget {
       }
       this.engine.leave(this, sub, name);
       if (sub.isCollection) {
-        for (const m of this.engine.store.members(sub.key)) {
-          if (this.names.has(m.name) || this.coveredByCollection(m.name) !== undefined) continue;
-          this.held.delete(m.name);
-          this.world?.delete(m.name);
+        // The client drops what it held through the collection. Judged from
+        // what it holds, not from the cache: leaving may just have evicted the
+        // members, and a client told them again later must get them again.
+        for (const held of [...this.held.keys()]) {
+          if (this.names.has(held) || this.engine.heldKey(this.typeUrl, held)?.collection !== sub.key) continue;
+          if (this.coveredByCollection(held) !== undefined) continue;
+          this.held.delete(held);
+          this.world?.delete(held);
         }
         this.held.delete(name);
       } else {
@@ -210,6 +226,8 @@ export class SubscriptionState implements Watcher, FanOutTarget {
 
   /** The stream is gone: leave every subscription. */
   close(): void {
+    if (this.claimChecks) for (const check of this.claimChecks.values()) check.cancel();
+    this.claimChecks = undefined;
     for (const [name, sub] of this.names) if (sub) this.engine.leave(this, sub, name);
     this.names.clear();
     this.pending = undefined;
@@ -371,7 +389,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
       if (this.held.get(s) === TOLD_ABSENT) this.held.delete(s);
     });
     this.owesWildcardAnswer = false;
-    this.initialNames?.delete(entry.name);
+    if (this.initialNames) this.claimSettled(entry.name);
     this.offer(entry.name, entry.variant(entry.name, false), fan);
     return true;
   }
@@ -408,13 +426,51 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     const initial = this.initialNames;
     if (!initial) return;
     const { store } = this.engine;
-    for (const name of initial) {
+    for (const name of [...initial]) {
       const key = this.engine.heldKey(this.typeUrl, name);
       if (!key || key.collection !== sub.key) continue;
-      initial.delete(name);
+      this.claimSettled(name);
       if (!this.names.has(name) && !store.get(key.key)) this.retract(name, fan);
     }
+  }
+
+  /**
+   * Members of `coll` the reconnecting client listed that the relay does not
+   * hold: until the collection's content is known, each is asked upstream by
+   * itself, so a member deleted while the client was away is reported gone
+   * even when no response can be told apart as the collection's answer.
+   */
+  private checkClaims(coll: Subscription, fan: FanOut): void {
+    const initial = this.initialNames;
+    if (!initial) return;
+    for (const name of initial) {
+      if (this.names.has(name) || this.claimChecks?.has(name)) continue;
+      const key = this.engine.heldKey(this.typeUrl, name);
+      if (!key || key.collection !== coll.key || this.engine.store.get(key.key)) continue;
+      const check = new ClaimCheck(this.typeUrl, this.identity, this.engine, name, (n, entry, f) => this.claimAnswered(n, entry, f));
+      (this.claimChecks ??= new Map()).set(name, check);
+      if (!check.start(fan)) this.claimChecks.delete(name);
+    }
+  }
+
+  /** A listed member's fate is known: it is no longer a claim to reconcile. */
+  private claimSettled(name: string): void {
+    const initial = this.initialNames;
+    if (!initial?.delete(name)) return;
     if (initial.size === 0) this.initialNames = undefined;
+    const check = this.claimChecks?.get(name);
+    if (!check) return;
+    this.claimChecks!.delete(name);
+    check.cancel();
+  }
+
+  private claimAnswered(name: string, entry: CacheEntry | undefined, fan: FanOut): void {
+    this.claimChecks?.delete(name);
+    if (!this.initialNames?.has(name)) return;
+    this.claimSettled(name);
+    if (this.names.has(name) || this.coveredByCollection(name) === undefined) return;
+    if (entry) this.offer(name, entry.variant(name, false), fan);
+    else this.retract(name, fan);
   }
 
   error(sub: Subscription, spellings: Spellings, name: string, error: ResourceErrorInfo, fan: FanOut): void {
