@@ -33,10 +33,9 @@ export class ClaimCheck implements Watcher {
 
   /** Joins the member's own subscription; false when it cannot be asked (refused). */
   start(fan: FanOut): boolean {
-    const joined = this.engine.join(this, this.name);
+    const joined = this.engine.subscribe(this, this.name, fan);
     if (!('key' in joined)) return false;
     this.sub = joined;
-    this.engine.answer(this, joined, this.name, fan);
     return true;
   }
 

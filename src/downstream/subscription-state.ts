@@ -167,15 +167,18 @@ export class SubscriptionState implements Watcher, FanOutTarget {
         this.engine.answer(this, existing, name, fan);
         continue;
       }
-      const joined = this.engine.join(this, name);
+      // A newly named resource is sent even if held, unless the reconnect listed it.
+      const heldBefore = this.held.get(name);
+      if (!initial?.has(name)) this.held.delete(name);
+      if (name === WILDCARD) this.owesWildcardAnswer = true;
+      const joined = this.engine.subscribe(this, name, fan);
       if (!('key' in joined)) {
+        if (name === WILDCARD) this.owesWildcardAnswer = false;
+        if (heldBefore !== undefined && !initial?.has(name)) this.held.set(name, heldBefore);
         this.refuse(name, joined.reason, joined.message, fan);
         continue;
       }
       this.names.set(name, joined);
-      if (!initial?.has(name)) this.held.delete(name);
-      if (name === WILDCARD) this.owesWildcardAnswer = true;
-      this.engine.answer(this, joined, name, fan);
       if (joined.isCollection && !joined.answered) this.checkClaims(joined, fan);
     }
   }

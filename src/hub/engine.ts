@@ -92,10 +92,18 @@ export class SubscriptionEngine implements UpstreamSink {
   // --- watchers ------------------------------------------------------------
 
   /**
-   * `watcher` subscribes `spelling`. Returns the subscription it joined (the
-   * caller then asks for its content with `answer`), or why it was refused.
+   * `watcher` subscribes `spelling`: it joins the key's subscription and is
+   * told at once, through its callbacks and inside `fan`, what is known of it
+   * (on a miss the shared tier or the upstream answers later). Returns the
+   * subscription, or why it was refused.
    */
-  join(watcher: Watcher, spelling: string): Subscription | JoinRefusal {
+  subscribe(watcher: Watcher, spelling: string, fan: FanOut): Subscription | JoinRefusal {
+    const joined = this.join(watcher, spelling);
+    if (joined instanceof Subscription) this.answer(watcher, joined, spelling, fan);
+    return joined;
+  }
+
+  private join(watcher: Watcher, spelling: string): Subscription | JoinRefusal {
     const { router, metrics, logger, authorizer } = this.opts;
     const route = router.route(watcher.typeUrl, spelling);
     if (isRejection(route)) {
@@ -149,9 +157,10 @@ export class SubscriptionEngine implements UpstreamSink {
 
   /**
    * Tells `watcher` what is known of `sub` now, under `spellings`, through the
-   * same callbacks as a fan-out; on a miss, the shared tier is read and the
-   * upstream answers. `fromShared`: the content came from the shared tier,
-   * which never replaces a version the client holds.
+   * same callbacks as a fan-out (a client asking again for what it
+   * subscribes); on a miss, the shared tier is read and the upstream answers.
+   * `fromShared`: the content came from the shared tier, which never replaces
+   * a version the client holds.
    */
   answer(watcher: Watcher, sub: Subscription, spellings: Spellings, fan: FanOut, fromShared = false): void {
     const { store, metrics } = this.opts;
