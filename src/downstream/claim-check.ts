@@ -1,8 +1,7 @@
 import type { CacheEntry } from '../cache/memory-cache';
-import type { SubscriptionEngine } from '../hub/engine';
 import type { FanOut } from '../hub/fan-out';
 import type { Subscription } from '../hub/subscription';
-import type { Spellings, Watcher } from '../hub/types';
+import type { Spellings, SubscriptionPort, WatchUpdate, Watcher } from '../hub/types';
 
 /** What a claim check reports: the member's current content, or undefined when it does not exist. */
 export type ClaimAnswer = (name: string, entry: CacheEntry | undefined, fan: FanOut) => void;
@@ -26,7 +25,7 @@ export class ClaimCheck implements Watcher {
   constructor(
     readonly typeUrl: string,
     readonly identity: string | undefined,
-    private readonly engine: SubscriptionEngine,
+    private readonly engine: SubscriptionPort,
     private readonly name: string,
     private readonly onAnswer: ClaimAnswer,
   ) {}
@@ -54,27 +53,11 @@ export class ClaimCheck implements Watcher {
     this.onAnswer(this.name, entry, fan);
   }
 
-  resource(_sub: Subscription, _spellings: Spellings, entry: CacheEntry, fan: FanOut, keepHeld: boolean): boolean {
+  update(_sub: Subscription, _spellings: Spellings, update: WatchUpdate, fan: FanOut): boolean {
     // A copy from the shared tier while the upstream is away settles nothing.
-    if (!keepHeld) this.settle(entry, fan);
+    if (update.kind === 'changed' && !update.keepHeld) this.settle(update.entry, fan);
+    else if (update.kind === 'does-not-exist' && !update.keepHeld) this.settle(undefined, fan);
+    else if (update.kind === 'withdrawn') this.done = true;
     return true;
-  }
-
-  removed(_sub: Subscription, _spellings: Spellings, _name: string, fan: FanOut): void {
-    this.settle(undefined, fan);
-  }
-
-  absent(_sub: Subscription, _spellings: Spellings, fan: FanOut, keepHeld: boolean): void {
-    if (!keepHeld) this.settle(undefined, fan);
-  }
-
-  collectionKnown(): void {}
-
-  error(): void {}
-
-  heartbeat(): void {}
-
-  withdrawn(): void {
-    this.done = true;
   }
 }
