@@ -114,3 +114,30 @@ test('a client that reconnects while the relay re-subscribes after a control-pla
     assertWellFormed(...news);
   });
 });
+
+test('a glob and its member by canonical name in one request, the member held under another spelling, come in one response naming it once', T, async () => {
+  await withRelay({}, async ({ origin, client }) => {
+    const canonicalName = E('g/m1?j=2&k=1');
+    origin.setResource(ENDPOINT, canonicalName, 'one', 'v1');
+    const c = client();
+    c.subscribe(ENDPOINT, [E('g/m1?k=1&j=2')]);
+    await c.waitForVersion(ENDPOINT, E('g/m1?k=1&j=2'), 'v1');
+    c.subscribe(ENDPOINT, [E('g/*?k=1&j=2'), canonicalName]);
+    await c.waitForVersion(ENDPOINT, canonicalName, 'v1');
+    await sleep(200);
+    assertWellFormed(c);
+  });
+});
+
+test('unsubscribing a name and its glob in one request sends neither back', T, async () => {
+  await withRelay({}, async ({ origin, client }) => {
+    origin.setResource(ENDPOINT, E('g/m1'), 'one', 'v1');
+    const c = client();
+    c.subscribe(ENDPOINT, [GLOB, E('g/m1')]);
+    await c.waitForVersion(ENDPOINT, E('g/m1'), 'v1');
+    const before = c.received(ENDPOINT, E('g/m1')).length;
+    c.unsubscribe(ENDPOINT, [E('g/m1'), GLOB]);
+    await c.expectNoResponse(400);
+    assert.equal(c.received(ENDPOINT, E('g/m1')).length, before);
+  });
+});

@@ -25,6 +25,19 @@ export interface Pending {
   errors: ResourceErrorInfo[];
   /** Send a response even if it is empty (the first answer to a wildcard). */
   forced: boolean;
+  /** A name was queued again this round after the client was made to hold it anew ("send it again"). */
+  resent?: boolean;
+}
+
+/** Removes `name` from a pending list in place (lists stay small where this is called). */
+function dropName(names: string[], name: string): void {
+  const i = names.indexOf(name);
+  if (i >= 0) names.splice(i, 1);
+}
+
+function dropVariant(adds: Variant[], name: string): void {
+  const i = adds.findIndex((v) => v.name === name);
+  if (i >= 0) adds.splice(i, 1);
 }
 
 /** One protocol's way of turning a client's pending changes into responses (delta, SotW). */
@@ -158,7 +171,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
       }
       const existing = this.names.get(name);
       if (existing === null) {
-        this.held.delete(name);
+        this.resend(name);
         this.answerRefused(name, fan);
         continue;
       }
@@ -170,7 +183,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
       }
       // A newly named resource is sent even if held, unless the reconnect listed it.
       const heldBefore = this.held.get(name);
-      if (!initial?.has(name)) this.held.delete(name);
+      if (!initial?.has(name)) this.resend(name);
       if (name === WILDCARD) this.owesWildcardAnswer = true;
       const joined = this.engine.subscribe(this, name, fan);
       if (!('key' in joined)) {
@@ -208,7 +221,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
         this.owesWildcardAnswer = false;
       }
       if (sub === null) {
-        this.held.delete(name);
+        this.dropHeld(name);
         continue;
       }
       this.engine.leave(this, sub, name);
@@ -219,13 +232,11 @@ export class SubscriptionState implements Watcher, FanOutTarget {
         // members, and a client told them again later must get them again.
         for (const held of this.heldThrough(sub.key)) {
           if (this.names.has(held) || this.covered(held)) continue;
-          this.held.delete(held);
-          this.world?.delete(held);
+          this.dropHeld(held);
         }
-        this.held.delete(name);
+        this.dropHeld(name);
       } else {
-        this.held.delete(name);
-        this.world?.delete(name);
+        this.dropHeld(name);
         this.answerStillCovered(name, fan);
       }
     }
@@ -253,7 +264,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     const key = this.engine.heldKey(this.typeUrl, name);
     const entry = key ? this.engine.current(key.key) : undefined;
     if (entry) {
-      this.held.delete(entry.name);
+      this.resend(entry.name);
       this.offer(entry.name, entry.variant(entry.name, false), fan);
     } else {
       this.queueRemove(name, fan);
@@ -282,8 +293,24 @@ export class SubscriptionState implements Watcher, FanOutTarget {
 
   /** Re-subscribing means "send it again": forget what the client was sent under `spelling`. */
   private forgetHeld(sub: Subscription, spelling: string): void {
-    this.held.delete(spelling);
-    if (sub.isCollection) for (const name of this.heldThrough(sub.key)) this.held.delete(name);
+    this.resend(spelling);
+    if (sub.isCollection) for (const name of this.heldThrough(sub.key)) this.resend(name);
+  }
+
+  /** "Send it again": the client counts as not holding `name`; a copy already queued this round is then replaced, not repeated. */
+  private resend(name: string): void {
+    if (this.held.delete(name) && this.pending) this.pending.resent = true;
+  }
+
+  /** The client stopped subscribing anything that covers `name`: it drops it, and nothing still queued for it goes out. */
+  private dropHeld(name: string): void {
+    this.held.delete(name);
+    this.world?.delete(name);
+    this.backlog?.delete(name);
+    const p = this.pending;
+    if (!p) return;
+    if (p.adds.length > 0) dropVariant(p.adds, name);
+    if (p.removes.length > 0) dropName(p.removes, name);
   }
 
   /** A refused name: removed for a resource or glob; the wildcard still gets its (empty) first answer. */
@@ -567,12 +594,18 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     this.notePrior(name);
     this.held.set(name, variant.version);
     this.world?.set(name, variant);
-    this.pendingFor(fan).adds.push(variant);
+    // One response never names a resource twice, nor adds and removes it (Envoy NACKs both): the last word wins.
+    const p = this.pendingFor(fan);
+    if (p.removes.length > 0) dropName(p.removes, name);
+    if (p.resent) dropVariant(p.adds, name);
+    p.adds.push(variant);
   }
 
   private queueRemove(name: string, fan: FanOut): void {
     const p = this.pendingFor(fan);
+    if (p.adds.length > 0) dropVariant(p.adds, name);
     if (p.removes === NO_NAMES) p.removes = [];
+    else if (p.removes.includes(name)) return;
     p.removes.push(name);
   }
 
