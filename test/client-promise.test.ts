@@ -141,3 +141,20 @@ test('unsubscribing a name and its glob in one request sends neither back', T, a
     assert.equal(c.received(ENDPOINT, E('g/m1')).length, before);
   });
 });
+
+test('a client that reconnects while the control plane is down gets its glob members from the cache', T, async () => {
+  await withRelay({}, async ({ origin, client }) => {
+    origin.setResource(ENDPOINT, E('g/m3'), 'three', 'v1');
+    const c = client({ nodeId: 'returning' });
+    c.subscribe(ENDPOINT, [GLOB, E('g/m1')]);
+    await c.waitForVersion(ENDPOINT, E('g/m3'), 'v1');
+    await c.waitForRemoved(ENDPOINT, E('g/m1'));
+    await origin.stop();
+    c.close();
+    // Like Envoy: a new stream, glob members not listed.
+    const again = client({ nodeId: 'returning' });
+    again.subscribe(ENDPOINT, [E('g/m1'), GLOB]);
+    await again.waitForVersion(ENDPOINT, E('g/m3'), 'v1');
+    assert.ok(!again.removedNames(ENDPOINT).includes(E('g/m3')));
+  });
+});
