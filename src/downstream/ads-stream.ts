@@ -6,6 +6,7 @@ import type { Node } from '../proto/messages';
 import { RequestError } from '../proto/requests';
 import type { StreamLimits } from '../security/limits';
 import { TokenBucket } from '../security/token-bucket';
+import { watchTruncation } from './framing';
 import { sendGoaway } from './goaway';
 import { SubscriptionState, type OutgoingResponse, type ResponseBuilder, type StreamPort } from './subscription-state';
 
@@ -32,6 +33,7 @@ export interface AdsStreamOptions {
 }
 
 let nextStreamId = 1;
+let truncationUnwatchedLogged = false;
 
 /**
  * One downstream ADS stream, either protocol: the gRPC call's lifecycle,
@@ -72,6 +74,15 @@ export abstract class AdsStream implements StreamPort {
     call.on('cancelled', () => this.close('cancelled'));
     call.on('close', () => this.close('closed'));
     call.on('drain', () => this.onDrain());
+    // A message cut off by the client's end of stream is a malformed request, not a clean close.
+    const watched = watchTruncation(call, (missing) => {
+      this.opts.metrics.badRequests.inc({ reason: 'truncated' });
+      this.fail(grpc.status.INVALID_ARGUMENT, `request message cut off by the end of the stream (${missing} bytes missing)`);
+    });
+    if (!watched && !truncationUnwatchedLogged) {
+      truncationUnwatchedLogged = true;
+      opts.logger.warn('this @grpc/grpc-js hides its HTTP/2 streams: a request cut off by the end of a stream is not detected');
+    }
   }
 
   get nodeId(): string {
