@@ -129,9 +129,12 @@ function subscribes(state: SubscriptionState, sub: Subscription): boolean {
  * every stream. A name can only be NACKed if it is in `rejected`, and only
  * stale if a change for it is on its way or it was kept behind (fleet mode),
  * so those are the only names looked at, and the first one still listed
- * decides. Same verdicts as stateWorstByWalk, which the tests hold it to.
+ * decides. The verdicts are stateResources' (test/clients-gauge.test.ts holds
+ * the gauge to CSDS). Names the client dropped while their change is still
+ * un-ACKed are passed over one by one: only a client that unsubscribes many
+ * names it never ACKed, and subscribes nothing pending, makes that walk long.
  */
-export function stateWorst(state: SubscriptionState, engine: SubscriptionEngine): Severity {
+function stateWorst(state: SubscriptionState, engine: SubscriptionEngine): Severity {
   if (state.rejected) for (const name of state.rejected.keys()) if (listing(state, engine, name)) return 'nacked';
   for (const name of state.namesInFlight()) if (listing(state, engine, name)) return 'stale';
   const { store } = engine;
@@ -145,26 +148,6 @@ export function stateWorst(state: SubscriptionState, engine: SubscriptionEngine)
     state.notBehind(name);
   }
   return 'synced';
-}
-
-/** The worst severity among stateResources(state) — the same verdicts, nothing built — by walking every name (the reference for stateWorst). */
-export function stateWorstByWalk(state: SubscriptionState, engine: SubscriptionEngine): Severity {
-  const { store } = engine;
-  const NACKED = SEVERITY_RANK.nacked;
-  let worst = 0;
-  const rank = (v: Verdict): number => SEVERITY_RANK[VERDICT_SEVERITY[v]!];
-  for (const [spelling, sub] of state.names) {
-    if (sub === null) continue; // refused: does not exist, synced
-    if (!sub.isCollection) {
-      worst = Math.max(worst, rank(verdict(state, spelling, state.clientView(spelling), store.get(sub.key), store.isAbsent(sub.key))));
-    } else {
-      const members = store.members(sub.key);
-      worst = Math.max(worst, rank(collectionVerdict(state, members, store.isAbsent(sub.key))));
-      for (const m of members) worst = Math.max(worst, rank(verdict(state, m.name, state.clientView(m.name), m, false)));
-    }
-    if (worst === NACKED) break;
-  }
-  return worst === NACKED ? 'nacked' : worst === SEVERITY_RANK.stale ? 'stale' : 'synced';
 }
 
 function stateResources(state: SubscriptionState, engine: SubscriptionEngine, withContents: boolean): ResourceStatus[] {
