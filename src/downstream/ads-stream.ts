@@ -56,8 +56,8 @@ export abstract class AdsStream implements StreamPort {
   readonly states = new Map<string, SubscriptionState>();
   blocked = false;
   private closed = false;
-  /** Warnings this stream's input causes (refused names, NACKs): bounded by time, not by input. */
-  private readonly warnings: WarnLimiter;
+  /** Warnings this stream's input causes (refused names, NACKs): bounded by time, not by input. Made on the first. */
+  private warningLimiter: WarnLimiter | undefined;
   /** Subscription changes this stream may still make (--subscription-rate / --subscription-burst). */
   private readonly changeBudget: TokenBucket | undefined;
   lastNonce = '';
@@ -68,7 +68,6 @@ export abstract class AdsStream implements StreamPort {
     protected readonly opts: AdsStreamOptions,
   ) {
     this.peer = call.getPeer();
-    this.warnings = new WarnLimiter(opts.logger, opts.logRepeatIntervalMs, { client: this.id, peer: this.peer });
     this.identity = opts.identify?.(call, undefined);
     const limits = opts.limits;
     if (limits) this.changeBudget = new TokenBucket(limits.subscriptionRate, limits.subscriptionBurst);
@@ -90,6 +89,10 @@ export abstract class AdsStream implements StreamPort {
       truncationUnwatchedLogged = true;
       opts.logger.warn('this @grpc/grpc-js hides its HTTP/2 streams: a request cut off by the end of a stream is not detected');
     }
+  }
+
+  private get warnings(): WarnLimiter {
+    return (this.warningLimiter ??= new WarnLimiter(this.opts.logger, this.opts.logRepeatIntervalMs, { client: this.id, peer: this.peer }));
   }
 
   get nodeId(): string {
@@ -261,7 +264,7 @@ export abstract class AdsStream implements StreamPort {
     if (this.closed) return;
     this.closed = true;
     for (const state of this.states.values()) state.close();
-    this.warnings.close();
+    this.warningLimiter?.close();
     this.opts.logger.info({ client: this.id, peer: this.peer, node: this.nodeId, protocol: this.protocol, why }, 'client stream closed');
     this.opts.onClose(this);
   }

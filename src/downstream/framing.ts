@@ -42,9 +42,10 @@ function isHttp2Stream(x: unknown): x is http2.ServerHttp2Stream {
 export function watchTruncation(call: grpc.ServerDuplexStream<Buffer, Buffer>, onTruncated: (missing: number) => void): boolean {
   const stream = http2StreamOf(call);
   if (!stream) return false;
-  // Bytes still owed by the message being received: its prefix, then its body.
+  // Bytes still owed by the message being received: its prefix (the length
+  // read big-endian as it arrives, after the flag byte), then its body.
   let prefixLeft = 0;
-  const prefix = Buffer.alloc(PREFIX);
+  let length = 0;
   let bodyLeft = 0;
   stream.on('data', (chunk: Buffer) => {
     let pos = 0;
@@ -55,12 +56,14 @@ export function watchTruncation(call: grpc.ServerDuplexStream<Buffer, Buffer>, o
         pos += n;
         continue;
       }
-      if (prefixLeft === 0) prefixLeft = PREFIX;
-      const n = Math.min(prefixLeft, chunk.length - pos);
-      chunk.copy(prefix, PREFIX - prefixLeft, pos, pos + n);
-      prefixLeft -= n;
-      pos += n;
-      if (prefixLeft === 0) bodyLeft = prefix.readUInt32BE(1);
+      if (prefixLeft === 0) {
+        prefixLeft = PREFIX;
+        length = 0;
+      }
+      if (prefixLeft < PREFIX) length = length * 256 + chunk[pos]!;
+      prefixLeft--;
+      pos++;
+      if (prefixLeft === 0) bodyLeft = length;
     }
   });
   stream.once('end', () => {
