@@ -78,7 +78,7 @@ export class WarnLimiter {
     state.timer = undefined;
     if (state.suppressed === 0) return;
     this.logger.warn(
-      { ...this.context, reason, suppressed: state.suppressed, intervalMs: this.intervalMs, sample: state.sample },
+      { ...this.context, key: reason, suppressed: state.suppressed, intervalMs: this.intervalMs, sample: state.sample },
       `${state.msg} (repeated; the rest at debug)`,
     );
     state.suppressed = 0;
