@@ -97,6 +97,21 @@ test('sotw: a metadata string in node that is not valid UTF-8 ends the stream wi
   });
 });
 
+test('delta: a node whose metadata nests deeper than protobuf parsers allow ends the stream with INVALID_ARGUMENT', T, async () => {
+  await withRelay({}, async (env) => {
+    const others = await bystander(env);
+    // Value{ struct_value (5): Struct{ fields (1): { key, Value } } }, 300 levels down.
+    let value = stringField(3, 'bottom');
+    for (let i = 0; i < 300; i++) value = lenField(5, lenField(1, Buffer.concat([stringField(1, 'k'), lenField(2, value)])));
+    const node = Buffer.concat([stringField(1, 'deep'), lenField(3, lenField(1, Buffer.concat([stringField(1, 'top'), lenField(2, value)])))]);
+    const bad = env.client();
+    bad.sendRaw(Buffer.concat([lenField(1, node), stringField(2, LISTENER), stringField(3, L('integrity/x'))]));
+    const end = await bad.waitForEnd();
+    assert.equal(end.code, grpc.status.INVALID_ARGUMENT, end.details);
+    await others.stillServed('v2');
+  });
+});
+
 test('delta: a node with valid UTF-8 everywhere (non-ASCII included) is served', T, async () => {
   await withRelay({}, async (env) => {
     env.origin.setResource(LISTENER, WATCHED, 'payload-v1', 'v1');
