@@ -8,6 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { withAdminRelay, http, metricValue, parsePrometheus } from './support/admin';
 import { LISTENER, xdstp } from './support/names';
+import { fetchStatus } from './support/csds';
 
 const T = { timeout: 120_000 };
 const STREAMS = 10;
@@ -79,5 +80,30 @@ test('one GET /metrics with 10 streams that NACKed 10,000 names each costs about
     const m = parsePrometheus(loaded.text);
     assert.equal(metricValue(m, 'xdstp_relay_clients', { type: 'envoy.config.listener.v3.Listener', status: 'nacked' }), STREAMS);
     assert.ok(loaded.ms < Math.max(TARGET_MS, idle.ms * 5), `a scrape took ${loaded.ms.toFixed(1)} ms (idle: ${idle.ms.toFixed(1)} ms)`);
+  });
+});
+
+test('CSDS for a client that never ACKed 10,000 names costs about what it does for one that ACKed them', T, async (t) => {
+  await withAdminRelay({}, async ({ origin, client, address }) => {
+    const names = Array.from({ length: NAMES }, (_, i) => xdstp('a', LISTENER, `csds-cost/${i}`));
+    for (const n of names) origin.setResource(LISTENER, n, 'p', 'v1');
+    const timed = async (nodeId: string): Promise<number> => {
+      const t0 = performance.now();
+      const res = await fetchStatus(address, { node_matchers: [{ node_id: { exact: nodeId } }] });
+      const ms = performance.now() - t0;
+      assert.equal(res.config?.[0]?.generic_xds_configs?.length, NAMES);
+      return ms;
+    };
+    const acking = client({ nodeId: 'csds-acking' });
+    acking.subscribe(LISTENER, names);
+    await acking.waitFor(() => acking.held(LISTENER).size === NAMES, 'all held', 60_000);
+    const lazy = client({ nodeId: 'csds-lazy', autoAck: false });
+    lazy.subscribe(LISTENER, names);
+    await lazy.waitFor(() => lazy.held(LISTENER).size === NAMES, 'all held', 60_000);
+    await timed('csds-acking');
+    const acked = Math.min(await timed('csds-acking'), await timed('csds-acking'));
+    const unacked = Math.min(await timed('csds-lazy'), await timed('csds-lazy'));
+    t.diagnostic(`CSDS of ${NAMES} names: ACKed ${acked.toFixed(1)} ms, un-ACKed ${unacked.toFixed(1)} ms`);
+    assert.ok(unacked < Math.max(acked * 3, acked + 50), `un-ACKed ${unacked.toFixed(1)} ms vs ACKed ${acked.toFixed(1)} ms`);
   });
 });
