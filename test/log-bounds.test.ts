@@ -12,6 +12,7 @@ import { withRelay } from './support/relay-fixture';
 import { LISTENER, xdstp } from './support/names';
 import { metricValue, parsePrometheus, pollUntil } from './support/admin';
 import { sleep } from './support/wait';
+import { validateOptions } from '../src/config';
 
 const T = { timeout: 60_000 };
 const WARN = 40;
@@ -140,4 +141,12 @@ test('200 streams ended for undecodable requests make a handful of "ending clien
     const m = await scrape(env);
     assert.equal(metricValue(m, 'xdstp_relay_bad_requests_total'), 200);
   });
+});
+
+test('--log-repeat-interval defaults to 10 s and refuses less than 100 ms', () => {
+  const base = { authority: ['a=grpc://127.0.0.1:1'] };
+  assert.equal(validateOptions(base, { nodeId: 'n' }).config?.logRepeatIntervalMs, 10_000);
+  assert.equal(validateOptions({ ...base, logRepeatInterval: 250 }, { nodeId: 'n' }).config?.logRepeatIntervalMs, 250);
+  const problems = validateOptions({ ...base, logRepeatInterval: 50 }, { nodeId: 'n' }).problems.map((p) => p.message);
+  assert.deepEqual(problems, ['log-repeat-interval: expected at least 100 ms, got 50']);
 });
