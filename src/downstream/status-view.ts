@@ -5,8 +5,10 @@
  */
 import type { CacheEntry } from '../cache/memory-cache';
 import type { SubscriptionEngine } from '../hub/engine';
+import { legacyKey } from '../hub/routing';
 import type { Subscription } from '../hub/subscription';
 import type { Node } from '../proto/messages';
+import { isXdstpName } from '../xdstp';
 import type { UpstreamPort } from '../upstream/types';
 import type { AdsStream } from './ads-stream';
 import { SEVERITY_RANK, severityOf, type ClientResourceStatus, type ConfigStatus, type ResourceStatus, type Severity, type StatusClient, type StatusSource } from './status-source';
@@ -96,20 +98,19 @@ function collectionStatus(state: SubscriptionState, spelling: string, members: r
 /**
  * How stateResources lists `name`, if it does: under a subscribed singleton
  * spelling (its subscription) and/or as a member of a subscribed collection
- * (the member's entry). Constant time: map lookups, one name parse.
+ * (the member's entry). Constant time, a few map lookups and no parsing: a
+ * member is stored under its own name (the canonical URN, or the legacy key)
+ * and records its collection (engine.heldKey's `collection`).
  */
 function listing(state: SubscriptionState, engine: SubscriptionEngine, name: string): { single?: Subscription; member?: CacheEntry } | undefined {
   let single: Subscription | undefined;
   let member: CacheEntry | undefined;
   const sub = state.names.get(name);
   if (sub && !sub.isCollection) single = sub;
-  const key = engine.heldKey(state.typeUrl, name);
-  if (key) {
-    const coll = engine.subscription(key.collection);
-    if (coll?.isCollection && subscribes(state, coll)) {
-      const e = engine.store.get(key.key);
-      if (e && e.name === name && e.stored.glob === coll.key) member = e;
-    }
+  const e = engine.store.get(isXdstpName(name) ? name : legacyKey(state.typeUrl, name));
+  if (e !== undefined && e.name === name && e.stored.glob !== undefined && e.stored.typeUrl === state.typeUrl) {
+    const coll = engine.subscription(e.stored.glob);
+    if (coll?.isCollection && subscribes(state, coll)) member = e;
   }
   return single || member ? { single, member } : undefined;
 }
@@ -131,8 +132,9 @@ function subscribes(state: SubscriptionState, sub: Subscription): boolean {
  * so those are the only names looked at, and the first one still listed
  * decides. The verdicts are stateResources' (test/clients-gauge.test.ts holds
  * the gauge to CSDS). Names the client dropped while their change is still
- * un-ACKed are passed over one by one: only a client that unsubscribes many
- * names it never ACKed, and subscribes nothing pending, makes that walk long.
+ * un-ACKed are passed over one by one (a few map lookups each): only a client
+ * that unsubscribes many names it never ACKed, and has nothing else on its
+ * way, makes that walk long.
  */
 function stateWorst(state: SubscriptionState, engine: SubscriptionEngine): Severity {
   if (state.rejected) for (const name of state.rejected.keys()) if (listing(state, engine, name)) return 'nacked';
