@@ -58,11 +58,6 @@ export class WarnLimiter {
     }
   }
 
-  /** Occurrences of `reason` held back and not yet summarized (for tests and /debug views). */
-  pending(reason: string): number {
-    return this.reasons.get(reason)?.suppressed ?? 0;
-  }
-
   /** Writes the pending summaries now and stops the timers; later calls log at warn directly. */
   close(): void {
     if (this.closed) return;
