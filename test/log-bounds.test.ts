@@ -52,7 +52,7 @@ async function scrape(env: { relay: { metrics: { registry: { metrics(): Promise<
   return parsePrometheus(await env.relay.metrics.registry.metrics());
 }
 
-test('10,000 refused names and 1,000 NACKs from one client make a handful of warn lines, and the metrics count every one', T, async () => {
+test('10,000 refused names and 1,000 NACKs from one client make a handful of warn lines, and the metrics count every one', T, async (t) => {
   const { logger, lines } = memoryLogger();
   await withRelay({ logger, config: { logRepeatIntervalMs: INTERVAL_MS } }, async (env) => {
     const started = Date.now();
@@ -84,6 +84,7 @@ test('10,000 refused names and 1,000 NACKs from one client make a handful of war
     assert.ok(refused.length >= 1 && refused.length <= bound, `${refused.length} refusal warn lines (bound ${bound})`);
     assert.ok(nacks.length >= 1 && nacks.length <= bound, `${nacks.length} NACK warn lines (bound ${bound})`);
     const allWarn = lines.filter((l) => l.level >= WARN);
+    t.diagnostic(`warn lines: ${refused.length} for 10,000 refusals, ${nacks.length} for 1,000 NACKs, ${allWarn.length} in all (${elapsedIntervals} intervals of ${INTERVAL_MS} ms)`);
     assert.ok(allWarn.length <= 2 * bound, `${allWarn.length} warn lines in all:\n${allWarn.map((l) => l.msg).join('\n')}`);
     // Nothing lost: the warn lines account for every occurrence, and each is at debug.
     assert.equal(represented(refused), 10_000);
