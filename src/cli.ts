@@ -43,6 +43,7 @@ function parseArgs(argv: string[], strict = true) {
     .option('unsubscribe-grace', { type: 'number', default: DEFAULTS.unsubscribeGraceMs, describe: 'ms an upstream subscription outlives its last client' })
     .option('node-id', { type: 'string', describe: 'Node id presented upstream (default: xdstp-relay-<hostname>)' })
     .option('log-level', { type: 'string', default: DEFAULTS.logLevel, describe: LOG_LEVELS.join('|') })
+    .option('log-repeat-interval', { type: 'number', default: DEFAULTS.logRepeatIntervalMs, describe: 'ms between summary lines of a warning clients repeat (refused names, NACKs…): the first at warn, the rest counted and at debug' })
     .option('drain-period', { type: 'number', default: DEFAULTS.drainPeriodMs, describe: 'ms over which POST /drain sends clients away (GOAWAY) in small batches' })
     .option('shutdown-grace', { type: 'number', default: DEFAULTS.shutdownGraceMs, describe: 'ms in-flight writes may take on SIGTERM/SIGINT before connections are cut' })
     .option('redis', {
@@ -155,6 +156,7 @@ async function main(): Promise<void> {
     unsubscribeGrace: args['unsubscribe-grace'],
     nodeId: args['node-id'],
     logLevel: args['log-level'],
+    logRepeatInterval: args['log-repeat-interval'],
     drainPeriod: args['drain-period'],
     shutdownGrace: args['shutdown-grace'],
     redis: args.redis,

@@ -113,7 +113,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
   // TLS / mTLS, connection limits and HTTP/2 abuse checks (src/security/downstream.ts).
   let security: DownstreamSecurity;
   try {
-    security = createDownstreamSecurity(config.security, { logger, metrics });
+    security = createDownstreamSecurity(config.security, { logger, metrics, logRepeatIntervalMs: config.logRepeatIntervalMs });
   } catch (err) {
     policy?.close();
     throw err;
@@ -167,6 +167,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     maxRequestBytes: config.maxRequestBytes,
     shareResponses: options.shareResponses ?? true,
     limits: config.security?.limits,
+    logRepeatIntervalMs: config.logRepeatIntervalMs,
     // A client is known by its verified certificate; by its node id only where the policy allows it.
     identify: (call, nodeId) => peerIdentity(call, nodeId, authorizer.allowNodeIdIdentity),
   });
@@ -175,6 +176,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
   const csds = createCsdsService({
     source: statusSource,
     logger,
+    logRepeatIntervalMs: config.logRepeatIntervalMs,
     authorize: policy ? (call, request) => authorizer.allowsCsds(peerIdentity(call, request.node?.id, authorizer.allowNodeIdIdentity)) : undefined,
   });
   downstream.addService(csds.definition, csds.implementation);

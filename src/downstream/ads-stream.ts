@@ -2,11 +2,13 @@ import * as grpc from '@grpc/grpc-js';
 import type { SubscriptionEngine } from '../hub/engine';
 import type { FanOut } from '../hub/fan-out';
 import type { Logger } from '../log';
+import { WarnLimiter } from '../log-limit';
 import type { RelayMetrics } from '../metrics';
 import type { Node } from '../proto/messages';
 import { RequestError } from '../proto/requests';
 import type { StreamLimits } from '../security/limits';
 import { TokenBucket } from '../security/token-bucket';
+import { watchTruncation } from './framing';
 import { sendGoaway } from './goaway';
 import { SubscriptionState, type OutgoingResponse, type ResponseBuilder, type StreamPort } from './subscription-state';
 
@@ -29,10 +31,15 @@ export interface AdsStreamOptions {
   identify?(call: grpc.ServerDuplexStream<Buffer, Buffer>, nodeId: string | undefined): string | undefined;
   /** What one stream may cost (names, subscriptions, change rate); absent = unbounded. */
   limits?: StreamLimits;
+  /** Relay-wide, for warnings every stream can cause once (its ending), so many streams cannot flood the log either. */
+  relayWarnings?: WarnLimiter;
+  /** A stream's own repeated warnings (refusals, NACKs) are summarized at most this often (default 10 s). */
+  logRepeatIntervalMs?: number;
   onClose(stream: AdsStream): void;
 }
 
 let nextStreamId = 1;
+let truncationUnwatchedLogged = false;
 
 /**
  * One downstream ADS stream, either protocol: the gRPC call's lifecycle,
@@ -50,7 +57,8 @@ export abstract class AdsStream implements StreamPort {
   readonly states = new Map<string, SubscriptionState>();
   blocked = false;
   private closed = false;
-  private refusalLogged = false;
+  /** Warnings this stream's input causes (refused names, NACKs): bounded by time, not by input. Made on the first. */
+  private warningLimiter: WarnLimiter | undefined;
   /** Subscription changes this stream may still make (--subscription-rate / --subscription-burst). */
   private readonly changeBudget: TokenBucket | undefined;
   lastNonce = '';
@@ -73,6 +81,19 @@ export abstract class AdsStream implements StreamPort {
     call.on('cancelled', () => this.close('cancelled'));
     call.on('close', () => this.close('closed'));
     call.on('drain', () => this.onDrain());
+    // A message cut off by the client's end of stream is a malformed request, not a clean close.
+    const watched = watchTruncation(call, (missing) => {
+      this.opts.metrics.badRequests.inc({ reason: 'truncated' });
+      this.fail(grpc.status.INVALID_ARGUMENT, `request message cut off by the end of the stream (${missing} bytes missing)`);
+    });
+    if (!watched && !truncationUnwatchedLogged) {
+      truncationUnwatchedLogged = true;
+      opts.logger.warn('this @grpc/grpc-js hides its HTTP/2 streams: a request cut off by the end of a stream is not detected');
+    }
+  }
+
+  private get warnings(): WarnLimiter {
+    return (this.warningLimiter ??= new WarnLimiter(this.opts.logger, this.opts.logRepeatIntervalMs, { client: this.id, peer: this.peer }));
   }
 
   get nodeId(): string {
@@ -92,7 +113,9 @@ export abstract class AdsStream implements StreamPort {
   /** Ends the stream with a status; the client's subscriptions are released. */
   fail(code: grpc.status, details: string): void {
     if (this.closed) return;
-    this.opts.logger.warn({ client: this.id, peer: this.peer, node: this.nodeId, code: grpc.status[code], details }, 'ending client stream');
+    const fields = { client: this.id, peer: this.peer, node: this.nodeId, code: grpc.status[code], details };
+    if (this.opts.relayWarnings) this.opts.relayWarnings.warn(`stream ended: ${grpc.status[code]}`, fields, 'ending client stream');
+    else this.opts.logger.warn(fields, 'ending client stream');
     this.close(details);
     // grpc-js turns an 'error' emitted on a server stream into the call's final status.
     this.call.emit('error', { code, details, metadata: new grpc.Metadata() });
@@ -125,10 +148,9 @@ export abstract class AdsStream implements StreamPort {
   }
 
   refused(state: SubscriptionState, name: string, reason: string, message: string): void {
-    // Once per stream at warn; the rest at debug, so a hostile client cannot flood the log.
-    const level = this.refusalLogged ? 'debug' : 'warn';
-    this.refusalLogged = true;
-    this.opts.logger[level](
+    // The first per reason at warn, then a summary now and then; every one at debug.
+    this.warnings.warn(
+      `refused: ${reason}`,
       { client: this.id, node: this.nodeId, identity: this.identity, typeUrl: state.typeUrl, name, reason, detail: message },
       'subscription refused; answered as not existing',
     );
@@ -244,9 +266,9 @@ export abstract class AdsStream implements StreamPort {
   }
 
   protected noteNack(state: SubscriptionState, nonce: string, message: string): void {
-    const { metrics, logger } = this.opts;
+    const { metrics } = this.opts;
     metrics.nacks.inc({ type: metrics.typeLabel(state.typeUrl) });
-    logger.warn({ client: this.id, node: this.nodeId, typeUrl: state.typeUrl, nonce, error: message }, 'client NACK');
+    this.warnings.warn('nack', { client: this.id, node: this.nodeId, typeUrl: state.typeUrl, nonce, error: message }, 'client NACK');
     state.nack(nonce, message);
   }
 
@@ -262,6 +284,7 @@ export abstract class AdsStream implements StreamPort {
     if (this.closed) return;
     this.closed = true;
     for (const state of this.states.values()) state.close();
+    this.warningLimiter?.close();
     this.opts.logger.info({ client: this.id, peer: this.peer, node: this.nodeId, protocol: this.protocol, why }, 'client stream closed');
     this.opts.onClose(this);
   }

@@ -122,6 +122,12 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   /** The wildcard was subscribed and has not been answered yet. */
   private owesWildcardAnswer = false;
   private pending: Pending | undefined;
+  /**
+   * Names the client was left holding at a version other than the relay's
+   * (fleet mode, upstream away: see `keepHeld`), the only way a name is behind
+   * with nothing on its way. Candidates for status views, pruned by them.
+   */
+  private keptBehind: Set<string> | undefined;
   private backlog: Map<string, Variant | null> | undefined;
   private backlogErrors: ResourceErrorInfo[] | undefined;
 
@@ -376,13 +382,16 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     else this.unacked.splice(0, last + 1);
   }
 
-  /** The version the client holds of `name` as far as it has ACKed ('' for none), and whether a change is on its way. */
-  clientView(name: string): { version: string | undefined; pending: boolean } {
+  /**
+   * The version the client holds of `name` as far as it has ACKed ('' for none), and whether a change is on its way.
+   * `inFlight`: namesInFlight() collected once, for a caller asking about many names (else each asks the queue).
+   */
+  clientView(name: string, inFlight?: ReadonlySet<string>): { version: string | undefined; pending: boolean } {
     const rejected = this.rejected?.get(name);
     if (rejected) return { version: rejected.kept, pending: false };
     if (this.prior?.has(name)) return { version: this.prior.get(name), pending: true };
     // A first delivery records no prior (see notePrior): find it among what is on its way.
-    if (this.inFlight(name)) return { version: undefined, pending: true };
+    if (inFlight ? inFlight.has(name) : this.inFlight(name)) return { version: undefined, pending: true };
     return { version: this.held.get(name), pending: false };
   }
 
@@ -394,6 +403,32 @@ export class SubscriptionState implements Watcher, FanOutTarget {
       for (const v of r.adds) if (v.name === name) return true;
     }
     return false;
+  }
+
+  /**
+   * Every name with a change on its way (held back, or sent and not ACKed:
+   * newest response first), possibly with repeats. Status views look for one
+   * the client still subscribes instead of asking clientView for each name.
+   */
+  *namesInFlight(): Generator<string> {
+    if (this.backlog) yield* this.backlog.keys();
+    for (let i = this.unacked.length - 1; i >= 0; i--) {
+      const r = this.unacked[i];
+      for (const v of r.adds) yield v.name;
+      yield* r.removes;
+    }
+    if (this.prior) yield* this.prior.keys();
+  }
+
+  /** Names that may be behind with nothing on their way (see keptBehind). */
+  behindCandidates(): readonly string[] {
+    return this.keptBehind ? [...this.keptBehind] : NO_NAMES;
+  }
+
+  /** A status view found `name` no longer behind: it becomes a candidate again only through keepHeld. */
+  notBehind(name: string): void {
+    this.keptBehind?.delete(name);
+    if (this.keptBehind?.size === 0) this.keptBehind = undefined;
   }
 
   /** SotW: the version_info of the ACKed response that last changed `name` (undefined for delta or none). */
@@ -446,15 +481,20 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   private singletonChanged(spellings: Spellings, entry: CacheEntry, keepHeld: boolean, fan: FanOut): boolean {
     let kept = true;
     forEachSpelling(spellings, (s) => {
-      if (keepHeld && this.holdsOther(s, entry.version)) kept = false;
-      else this.offer(s, entry.variant(s, this.stream.supportsTtl), fan);
+      if (keepHeld && this.holdsOther(s, entry.version)) {
+        kept = false;
+        (this.keptBehind ??= new Set()).add(s);
+      } else this.offer(s, entry.variant(s, this.stream.supportsTtl), fan);
     });
     return kept;
   }
 
   /** A member of a collection, under its canonical name. */
   private memberChanged(spellings: Spellings, entry: CacheEntry, keepHeld: boolean, fan: FanOut): boolean {
-    if (keepHeld && this.holdsOther(entry.name, entry.version)) return false;
+    if (keepHeld && this.holdsOther(entry.name, entry.version)) {
+      (this.keptBehind ??= new Set()).add(entry.name);
+      return false;
+    }
     // The collection is no longer empty.
     forEachSpelling(spellings, (s) => {
       if (this.held.get(s) === TOLD_ABSENT) this.held.delete(s);

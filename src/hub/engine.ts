@@ -124,7 +124,8 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
     const route = router.route(watcher.typeUrl, spelling);
     if (isRejection(route)) {
       metrics.rejectedSubscriptions.inc({ reason: route.reason });
-      logger.warn({ typeUrl: watcher.typeUrl, name: spelling, reason: route.reason, detail: route.message }, 'subscription cannot be routed');
+      // Debug only: the client's stream warns about its refusals, rate-limited (a client controls how many there are).
+      logger.debug({ typeUrl: watcher.typeUrl, name: spelling, reason: route.reason, detail: route.message }, 'subscription cannot be routed');
       return route;
     }
     if (authorizer && !authorizer.allows(watcher.identity, watcher.typeUrl, route.authority, spelling)) {
