@@ -73,6 +73,15 @@ function shared(fan: FanOut, protocol: string, key: unknown, encode: () => Outgo
  * ask for the same names), shared across rounds. Keyed by content: variants
  * are immutable and their ids unique, so a hit is byte-for-byte the answer.
  * Bounded by bytes; the oldest go first.
+ *
+ * An answer holding a variant the cache has retired (a newer version came,
+ * or the last subscriber left and the resource was dropped) can never be
+ * asked for again: its key names that variant's id. Such answers are
+ * dropped as they are found — a few of the oldest are looked at on every
+ * store — rather than kept until the byte bound pushes them out: streams
+ * coming and going, each re-fetching what the previous ones let go, would
+ * otherwise leave the heap growing by every answer they were sent, up to
+ * the bound.
  */
 class RecentAnswers {
   private readonly byKey = new Map<string, OutgoingResponse[]>();
@@ -82,23 +91,56 @@ class RecentAnswers {
 
   get(key: string, state: SubscriptionState): OutgoingResponse[] | undefined {
     const hit = this.byKey.get(key);
+    if (!hit) return undefined;
+    if (isStale(hit)) {
+      this.drop(key, hit);
+      return undefined;
+    }
     // A stream never gets the same nonce twice.
-    if (!hit || hit.some((r) => r.nonce === state.lastNonce || state.unacked.includes(r))) return undefined;
+    if (hit.some((r) => r.nonce === state.lastNonce || state.unacked.includes(r))) return undefined;
     return hit;
   }
 
   set(key: string, responses: OutgoingResponse[]): void {
+    this.sweep(SWEEP_PER_STORE);
     let size = 0;
     for (const r of responses) size += r.bytes.length;
     if (size > this.maxBytes / 4) return;
+    const prev = this.byKey.get(key);
+    if (prev) this.drop(key, prev);
     this.byKey.set(key, responses);
     this.bytes += size;
     for (const [k, rs] of this.byKey) {
       if (this.bytes <= this.maxBytes) break;
-      this.byKey.delete(k);
-      for (const r of rs) this.bytes -= r.bytes.length;
+      this.drop(k, rs);
     }
   }
+
+  /** Looks at up to `n` of the oldest answers: stale ones go, live ones move to the back. */
+  sweep(n: number): void {
+    for (let i = 0; i < n && this.byKey.size > 0; i++) {
+      const [k, rs] = this.byKey.entries().next().value as [string, OutgoingResponse[]];
+      this.byKey.delete(k);
+      if (isStale(rs)) {
+        for (const r of rs) this.bytes -= r.bytes.length;
+      } else {
+        this.byKey.set(k, rs);
+      }
+    }
+  }
+
+  private drop(key: string, rs: OutgoingResponse[]): void {
+    this.byKey.delete(key);
+    for (const r of rs) this.bytes -= r.bytes.length;
+  }
+}
+
+/** Answers looked at per store: more than one, so stale answers go faster than new ones come. */
+const SWEEP_PER_STORE = 4;
+
+function isStale(rs: readonly OutgoingResponse[]): boolean {
+  for (const r of rs) for (const v of r.adds) if (v.retired) return true;
+  return false;
 }
 
 /** Answers with at least this many resources are worth sharing across rounds. */
