@@ -18,7 +18,7 @@ import { CLUSTER } from '../support/names';
 import { TestOrigin } from '../support/origin';
 import { SotwClient } from '../support/sotw-client';
 import type { SoakContext } from './context';
-import { gauge, sleep } from './lib';
+import { gauge, sleep, waitFor } from './lib';
 import { World } from './world';
 
 export async function runFlap(ctx: SoakContext): Promise<void> {
@@ -110,17 +110,4 @@ export async function runFlap(ctx: SoakContext): Promise<void> {
     ended.length === 0 && violations.length === 0,
     `${ended.length} streams ended${ended[0] ? ` (${ended[0].code} ${ended[0].details})` : ''}, ${violations.length} violations${violations[0] ? ` (${violations[0]})` : ''}`,
   );
-}
-
-/** Polls `pred` every 50 ms up to `timeoutMs`; throws `failure` (unless empty) on timeout, else returns whether it held. */
-export async function waitFor(pred: () => boolean, timeoutMs: number, failure: string): Promise<boolean> {
-  const end = Date.now() + timeoutMs;
-  while (!pred()) {
-    if (Date.now() > end) {
-      if (failure) throw new Error(failure);
-      return false;
-    }
-    await sleep(50);
-  }
-  return true;
 }

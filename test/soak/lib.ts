@@ -3,6 +3,7 @@ import * as http from 'node:http';
 import { metricValue, type RelayProc } from '../../bench/lib/servers';
 import { sleep } from '../../bench/lib/proc';
 import type { HeapFigures } from '../../src/admin/heap';
+import type { DeltaClient } from '../support/delta-client';
 
 export { sleep };
 export { percentile } from '../../bench/lib/stats';
@@ -50,3 +51,48 @@ export function gauge(text: string, name: string, labels: Record<string, string>
 }
 
 export const mb = (bytes: number): string => `${(bytes / 2 ** 20).toFixed(2)} MB`;
+
+/**
+ * Delivery latency of published versions to delta clients: for every
+ * resource a client receives, the time since `publishedAt(version)`; and
+ * which versions each client got, so versions that never arrived can be counted.
+ */
+export class DeliveryRecorder {
+  readonly samples: number[] = [];
+  /** Per client: every version received. */
+  readonly received = new Map<DeltaClient, Set<string>>();
+  recording = true;
+
+  constructor(private readonly publishedAt: (version: string) => number | undefined) {}
+
+  attach(client: DeltaClient): void {
+    let seen = client.responses.length;
+    const got = new Set<string>();
+    this.received.set(client, got);
+    client.events.on('change', () => {
+      const now = performance.now();
+      for (; seen < client.responses.length; seen++) {
+        for (const r of client.responses[seen]!.resources ?? []) {
+          const v = r.version ?? '';
+          if (got.has(v)) continue;
+          got.add(v);
+          const t0 = this.publishedAt(v);
+          if (this.recording && t0 !== undefined) this.samples.push(now - t0);
+        }
+      }
+    });
+  }
+}
+
+/** Polls `pred` every 50 ms up to `timeoutMs`; throws `failure` (unless empty) on timeout, else returns whether it held. */
+export async function waitFor(pred: () => boolean, timeoutMs: number, failure: string): Promise<boolean> {
+  const end = Date.now() + timeoutMs;
+  while (!pred()) {
+    if (Date.now() > end) {
+      if (failure) throw new Error(failure);
+      return false;
+    }
+    await sleep(50);
+  }
+  return true;
+}

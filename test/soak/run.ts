@@ -15,6 +15,7 @@
 import { SoakContext, type Check } from './context';
 import { runChurn } from './churn';
 import { runFlap } from './flap';
+import { runRedisFlap, runWarmRestart } from './redis';
 
 interface Scenario {
   id: string;
@@ -27,6 +28,8 @@ interface Scenario {
 const SCENARIOS: Scenario[] = [
   { id: 'a', title: 'stream churn with a leak check', limitMs: (s) => (s ? 60_000 : 300_000), run: runChurn },
   { id: 'b', title: 'control-plane flapping', limitMs: (s) => (s ? 60_000 : 150_000), run: runFlap },
+  { id: 'c', title: 'relay SIGKILL and warm restart on Redis', limitMs: (s) => (s ? 60_000 : 120_000), run: runWarmRestart },
+  { id: 'd', title: 'Redis flapping under load', limitMs: (s) => (s ? 60_000 : 120_000), run: runRedisFlap },
 ];
 
 interface Args {

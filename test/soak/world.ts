@@ -76,9 +76,10 @@ export class World {
   }
 
   /** A fresh version of one stable resource (glob member or singleton). */
-  updateOne(): string {
+  updateOne(): { name: string; version: string } {
     const all = this.rand.chance(0.5) ? this.stable : this.singletons;
-    return this.put(this.rand.pick(all.length > 0 ? all : this.stable));
+    const name = this.rand.pick(all.length > 0 ? all : this.stable);
+    return { name, version: this.put(name) };
   }
 
   /** Adds an absent ephemeral member or removes a present one. */
