@@ -78,16 +78,27 @@ function shared(fan: FanOut, protocol: string, key: unknown, encode: () => Outgo
  * or the last subscriber left and the resource was dropped) can never be
  * asked for again: its key names that variant's id. Such answers are
  * dropped as they are found — a few of the oldest are looked at on every
- * store — rather than kept until the byte bound pushes them out: streams
- * coming and going, each re-fetching what the previous ones let go, would
- * otherwise leave the heap growing by every answer they were sent, up to
- * the bound.
+ * store, and all of them once a second while any are kept — rather than
+ * kept until the byte bound pushes them out: streams coming and going, each
+ * re-fetching what the previous ones let go, would otherwise leave the heap
+ * growing by every answer they were sent, up to the bound.
  */
 class RecentAnswers {
   private readonly byKey = new Map<string, OutgoingResponse[]>();
   private bytes = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private closed = false;
 
   constructor(private readonly maxBytes: number) {}
+
+  /** Drops everything and stops the periodic sweep (the relay is stopping). */
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.byKey.clear();
+    this.bytes = 0;
+  }
 
   get(key: string, state: SubscriptionState): OutgoingResponse[] | undefined {
     const hit = this.byKey.get(key);
@@ -102,7 +113,9 @@ class RecentAnswers {
   }
 
   set(key: string, responses: OutgoingResponse[]): void {
+    if (this.closed) return;
     this.sweep(SWEEP_PER_STORE);
+    this.scheduleSweep();
     let size = 0;
     for (const r of responses) size += r.bytes.length;
     if (size > this.maxBytes / 4) return;
@@ -129,6 +142,17 @@ class RecentAnswers {
     }
   }
 
+  /** A full sweep a second from now, and again after it while answers are kept (the timer never holds the process up). */
+  private scheduleSweep(): void {
+    if (this.timer || this.closed) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.sweep(this.byKey.size);
+      if (this.byKey.size > 0) this.scheduleSweep();
+    }, SWEEP_INTERVAL_MS);
+    this.timer.unref();
+  }
+
   private drop(key: string, rs: OutgoingResponse[]): void {
     this.byKey.delete(key);
     for (const r of rs) this.bytes -= r.bytes.length;
@@ -137,6 +161,8 @@ class RecentAnswers {
 
 /** Answers looked at per store: more than one, so stale answers go faster than new ones come. */
 const SWEEP_PER_STORE = 4;
+/** Every answer is looked at this often while any are kept: a full pass costs microseconds per answer. */
+const SWEEP_INTERVAL_MS = 1000;
 
 function isStale(rs: readonly OutgoingResponse[]): boolean {
   for (const r of rs) for (const v of r.adds) if (v.retired) return true;
@@ -158,6 +184,11 @@ export class DeltaResponses implements ResponseBuilder {
     /** Off only for the encode-once ablation benchmark. */
     private readonly share = true,
   ) {}
+
+  /** Lets go of the answers kept across rounds (the server is shutting down). */
+  close(): void {
+    this.recent.close();
+  }
 
   build(state: SubscriptionState, p: Pending, fan: FanOut | undefined): OutgoingResponse[] {
     // Errors are rare and per client: never shared.

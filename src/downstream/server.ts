@@ -38,6 +38,7 @@ export class DownstreamServer {
   readonly streams = new Set<AdsStream>();
   private drainer: Drainer<AdsStream> | undefined;
   private closing = false;
+  private readonly delta: DeltaResponses;
 
   constructor(private readonly opts: DownstreamServerOptions) {
     this.server = new grpc.Server({
@@ -50,7 +51,7 @@ export class DownstreamServer {
     const nonces = new NonceSource();
     const maxResponse = opts.maxResponseBytes ?? DEFAULTS.maxResponseBytes;
     const share = opts.shareResponses ?? true;
-    const delta = new DeltaResponses(nonces, opts.metrics, maxResponse, share);
+    const delta = (this.delta = new DeltaResponses(nonces, opts.metrics, maxResponse, share));
     const sotw = new SotwResponses(nonces, opts.metrics, maxResponse, share);
     this.server.addService(adsServiceDefinition, {
       DeltaAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.accept(new DeltaStream(call, this.streamOptions(delta))),
@@ -154,6 +155,8 @@ export class DownstreamServer {
     });
     const open = [...this.streams];
     for (const s of open) this.sendAway(s, 'shutdown');
-    return { streams: open.length, forced: await finished };
+    const forced = await finished;
+    this.delta.close();
+    return { streams: open.length, forced };
   }
 }
