@@ -25,8 +25,8 @@ export function httpPost(port: number, path: string, timeoutMs = 60_000): Promis
 }
 
 /** A full GC in the relay (started with --expose-gc --debug-heap), then its heap figures. */
-export async function gcHeap(relay: RelayProc): Promise<HeapFigures> {
-  const r = await httpPost(relay.adminPort, '/debug/gc');
+export async function gcHeap(relay: RelayProc, live = false): Promise<HeapFigures> {
+  const r = await httpPost(relay.adminPort, live ? '/debug/gc?live=1' : '/debug/gc');
   if (r.status !== 200) throw new Error(`POST /debug/gc answered ${r.status}: ${r.body}`);
   return JSON.parse(r.body) as HeapFigures;
 }
