@@ -164,6 +164,11 @@ const SWEEP_PER_STORE = 4;
 /** Every answer is looked at this often while any are kept: a full pass costs microseconds per answer. */
 const SWEEP_INTERVAL_MS = 1000;
 
+function carriesHeartbeat(adds: readonly Variant[]): boolean {
+  for (const v of adds) if (v.payload === undefined) return true;
+  return false;
+}
+
 function isStale(rs: readonly OutgoingResponse[]): boolean {
   for (const r of rs) for (const v of r.adds) if (v.retired) return true;
   return false;
@@ -197,7 +202,8 @@ export class DeltaResponses implements ResponseBuilder {
     if (p.adds.length === 1 && p.removes.length === 0 && !p.forced) return shared(fan, this.protocol, p.adds[0], () => this.encode(state.typeUrl, p));
     const key = signature(state.typeUrl, p.adds, p.removes);
     return shared(fan, this.protocol, key, () => {
-      if (p.adds.length < RECENT_MIN_RESOURCES || p.forced) return this.encode(state.typeUrl, p);
+      // A heartbeat's copy is made for one refresh and never offered again: an answer carrying one would never be hit.
+      if (p.adds.length < RECENT_MIN_RESOURCES || p.forced || carriesHeartbeat(p.adds)) return this.encode(state.typeUrl, p);
       const hit = this.recent.get(key, state);
       if (hit) return hit;
       const fresh = this.encode(state.typeUrl, p);
