@@ -37,10 +37,13 @@ async function cycle(gens: GenPool, relay: RelayProc, group: string, n: number, 
   await gens.close(group);
   const zero = await waitMetrics(
     relay,
-    (t) => gauge(t, 'xdstp_relay_downstream_streams') === 0 && gauge(t, 'xdstp_relay_downstream_subscriptions') === 0,
+    (t) =>
+      gauge(t, 'xdstp_relay_downstream_streams') === 0 &&
+      gauge(t, 'xdstp_relay_downstream_subscriptions') === 0 &&
+      gauge(t, 'xdstp_relay_upstream_subscriptions') === 0,
     30_000,
   );
-  if (!zero) throw new Error(`${group}: the relay still counts streams or subscriptions 30 s after every client closed`);
+  if (!zero) throw new Error(`${group}: the relay still counts streams or subscriptions (downstream or upstream) 30 s after every client closed`);
   const ms = Date.now() - t0;
   // What the relay lets go of lazily (answers memoized on resources it has dropped) goes within a second.
   await sleep(1500);
