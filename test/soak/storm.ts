@@ -78,7 +78,27 @@ export async function runStorm(ctx: SoakContext): Promise<void> {
     return n;
   };
 
+  // The relay's own cost of the storm as an operator sees it: log lines (it runs at --log-level warn) and scrape time.
+  let logLines = 0;
+  const countLines = (d: Buffer): void => {
+    for (const b of d) if (b === 0x0a) logLines++;
+  };
+  relay.child.stdout?.on('data', countLines);
+  relay.child.stderr?.on('data', countLines);
+  const scrapeMs: number[] = [];
+  let scraping = true;
+  const scraper = (async () => {
+    while (scraping) {
+      const t = performance.now();
+      await relay.metrics().catch(() => '');
+      scrapeMs.push(performance.now() - t);
+      await sleep(1000);
+    }
+  })();
+
   const base = await publish(BASE_MS);
+  const baseLines = logLines;
+  const baseScrapes = scrapeMs.length;
 
   const cfg: BadClientsConfig = { port: relay.port, durationMs: STORM_MS + 1000, slots: BAD, glob: world.glob };
   // On the load core with the other clients, like the bench's load generators.
@@ -90,6 +110,10 @@ export async function runStorm(ctx: SoakContext): Promise<void> {
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   await sleep(1000);
   const storm = await publish(STORM_MS);
+  const stormLines = logLines - baseLines;
+  scraping = false;
+  await scraper;
+  const stormScrapes = scrapeMs.slice(baseScrapes);
   const code = await Promise.race([exited, sleep(30_000).then(() => 'timeout' as const)]);
   let report: BadClientsReport | undefined;
   try {
@@ -111,6 +135,10 @@ export async function runStorm(ctx: SoakContext): Promise<void> {
     `p50 ${percentile(p.samples, 50).toFixed(1)} ms, p99 ${percentile(p.samples, 99).toFixed(1)} ms, max ${Math.max(...p.samples).toFixed(0)} ms over ${p.samples.length} deliveries; ${skipped(p)} of ${p.published.length * GOOD} skipped`;
   ctx.log(`${GOOD} good clients, one update every 50 ms — baseline: ${fmt(base)}`);
   ctx.log(`under the storm: ${fmt(storm)}`);
+  ctx.log(
+    `relay log under the storm: ${stormLines} lines at warn and above (${(stormLines / (STORM_MS / 1000)).toFixed(0)}/s; ${baseLines} before it); ` +
+      `GET /metrics once a second: p50 ${percentile(stormScrapes, 50).toFixed(1)} ms, max ${Math.max(...stormScrapes).toFixed(1)} ms (${stormScrapes.length} scrapes)`,
+  );
   ctx.check('the relay survived the storm and no good client stream ended', relayAlive && ended.length === 0, `relay ${relayAlive ? 'up' : 'exited'}; ${ended.length} good streams ended${ended[0]?.status ? ` (${ended[0].status.code} ${ended[0].status.details})` : ''}`);
   ctx.check('every good client ends holding every last version (no lost update)', converged, converged ? 'converged' : `${good.filter((c) => world.deltaMismatch(c, []).length > 0).length}/${GOOD} clients differ 10 s after the storm`);
   const p99 = percentile(storm.samples, 99);
