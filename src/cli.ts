@@ -73,6 +73,9 @@ function parseArgs(argv: string[], strict = true) {
       ),
     )
     .option('validate', { type: 'boolean', describe: 'Check the configuration, print every problem, exit (also: xdstp-relay validate --config FILE)' })
+    // Leak hunting only (test/soak/): POST /debug/gc and /debug/heap-snapshot on the admin port; gc needs node --expose-gc.
+    // (Read back through `unknown`: the limit flags' index signature above makes yargs type every later key a number.)
+    .option('debug-heap', { type: 'boolean', default: false, hidden: true, describe: 'Expose heap diagnostics under /debug/ on the admin port' })
     // Benchmark ablation only (bench/ scenario 2): `--no-share-responses` encodes every client's response separately.
     .option('share-responses', { type: 'boolean', default: true, hidden: true, describe: 'Share one encoding among clients that get identical responses' })
     .config('config', 'YAML or JSON file with the same keys as the flags', loadConfigFile)
@@ -203,7 +206,7 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const logger = createLogger(config.logLevel);
-  const relay = await startRelay(config, { shareResponses: args['share-responses'], logger });
+  const relay = await startRelay(config, { shareResponses: args['share-responses'], logger, debugHeap: (args['debug-heap'] as unknown) === true });
   if (bundled) {
     createLogger(config.logLevel).info({ hint: examplesHint(config.listen, relay.port) }, 'serving the bundled examples');
   }

@@ -1,6 +1,7 @@
 import * as os from 'node:os';
 import { AdminAccess } from './admin/auth';
 import { refreshRelayGauges, registerAdminRoutes, type AdminParts } from './admin/routes';
+import { registerHeapDebugRoutes } from './admin/heap';
 import { AdminServer } from './admin/server';
 import { splitHostPort } from './address';
 import { MemoryCache } from './cache/memory-cache';
@@ -52,6 +53,8 @@ export interface RelayOptions {
   shareResponses?: boolean;
   /** A registry made beforehand, e.g. so a shared store's error callback can count into it. */
   metrics?: RelayMetrics;
+  /** Adds POST /debug/gc and /debug/heap-snapshot to the admin server (src/admin/heap.ts; leak hunting only). */
+  debugHeap?: boolean;
 }
 
 /** An upstream the relay can start and stop (gRPC server list or file origin). */
@@ -221,6 +224,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
       adminAccess = new AdminAccess(config.security?.adminTokenFile ?? null, { logger, metrics: metrics.security });
       const access = adminAccess;
       admin = registerAdminRoutes(new AdminServer(logger, (req, path) => access.check(req, path)), parts);
+      if (options.debugHeap) registerHeapDebugRoutes(admin);
       adminPort = await admin.listen(addr.host, addr.port);
     } catch (err) {
       adminAccess?.close();

@@ -43,6 +43,7 @@ export class DownstreamServer {
   private closing = false;
   /** Stream endings with an error status: any number of clients can cause them. */
   private readonly relayWarnings: WarnLimiter;
+  private readonly delta: DeltaResponses;
 
   constructor(private readonly opts: DownstreamServerOptions) {
     this.relayWarnings = new WarnLimiter(opts.logger, opts.logRepeatIntervalMs);
@@ -56,7 +57,7 @@ export class DownstreamServer {
     const nonces = new NonceSource();
     const maxResponse = opts.maxResponseBytes ?? DEFAULTS.maxResponseBytes;
     const share = opts.shareResponses ?? true;
-    const delta = new DeltaResponses(nonces, opts.metrics, maxResponse, share);
+    const delta = (this.delta = new DeltaResponses(nonces, opts.metrics, maxResponse, share));
     const sotw = new SotwResponses(nonces, opts.metrics, maxResponse, share);
     this.server.addService(adsServiceDefinition, {
       DeltaAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.accept(new DeltaStream(call, this.streamOptions(delta))),
@@ -164,6 +165,7 @@ export class DownstreamServer {
     for (const s of open) this.sendAway(s, 'shutdown');
     const forced = await finished;
     this.relayWarnings.close();
+    this.delta.close();
     return { streams: open.length, forced };
   }
 }
