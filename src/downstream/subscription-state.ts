@@ -290,10 +290,17 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     else this.collections.delete(key);
   }
 
-  /** Names the client holds that are members of collection `key` (a snapshot: callers change `held`). */
+  /**
+   * Names the client holds as members of collection `key`: under the name a
+   * member is sent with (not another spelling it subscribed by itself). A
+   * snapshot: callers change `held`.
+   */
   private heldThrough(key: string): string[] {
     const out: string[] = [];
-    for (const name of this.held.keys()) if (this.engine.heldKey(this.typeUrl, name)?.collection === key) out.push(name);
+    for (const name of this.held.keys()) {
+      const k = this.engine.heldKey(this.typeUrl, name);
+      if (k?.collection === key && k.name === name) out.push(name);
+    }
     return out;
   }
 
