@@ -8,6 +8,8 @@ import type { StoredResource } from './types';
  */
 export interface Variant {
   readonly id: number;
+  /** The cache key of the resource it is a copy of (one resource may travel under several names). */
+  readonly key: string;
   readonly name: string;
   readonly version: string;
   /** The encoded `Resource` (delta responses carry it). */
@@ -26,8 +28,8 @@ let nextVariantId = 1;
 
 const NO_ENTRIES: readonly CacheEntry[] = [];
 
-export function makeVariant(name: string, version: string, bytes: Buffer, payload?: Buffer): Variant {
-  return { id: nextVariantId++, name, version, bytes, payload, retired: false };
+export function makeVariant(key: string, name: string, version: string, bytes: Buffer, payload?: Buffer): Variant {
+  return { id: nextVariantId++, key, name, version, bytes, payload, retired: false };
 }
 
 /** A resource as the in-process cache holds it. */
@@ -64,13 +66,13 @@ export class CacheEntry {
   variant(name: string, withTtl: boolean): Variant {
     const ttlField = withTtl ? this.parts.ttlField : undefined;
     if (name === this.name && ttlField === undefined) {
-      return (this.plain ??= this.made(makeVariant(name, this.version, assembleResource(name, this.parts.body, undefined), this.parts.payload)));
+      return (this.plain ??= this.made(makeVariant(this.key, name, this.version, assembleResource(name, this.parts.body, undefined), this.parts.payload)));
     }
     const memoKey = ttlField ? `${name}\u0001` : name;
     this.variants ??= new Map();
     let v = this.variants.get(memoKey);
     if (!v) {
-      v = this.made(makeVariant(name, this.version, assembleResource(name, this.parts.body, ttlField), this.parts.payload));
+      v = this.made(makeVariant(this.key, name, this.version, assembleResource(name, this.parts.body, ttlField), this.parts.payload));
       this.variants.set(memoKey, v);
     }
     return v;

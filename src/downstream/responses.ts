@@ -174,6 +174,25 @@ function isStale(rs: readonly OutgoingResponse[]): boolean {
   return false;
 }
 
+/**
+ * The payloads of `items`, each resource once: a SotW response carries no
+ * names, and a client that subscribes a resource under two names (a glob and
+ * one of its members) must not find it twice — Envoy and gRPC reject that.
+ * The newest copy of a resource wins.
+ */
+function payloadsOnce(items: readonly Variant[]): Buffer[] {
+  if (items.length < 2) return items.map((v) => v.payload!);
+  const newest = new Map<string, Variant>();
+  for (const v of items) {
+    const seen = newest.get(v.key);
+    if (!seen || v.id > seen.id) newest.set(v.key, v);
+  }
+  if (newest.size === items.length) return items.map((v) => v.payload!);
+  const out: Buffer[] = [];
+  for (const v of items) if (newest.get(v.key) === v) out.push(v.payload!);
+  return out;
+}
+
 /** Answers with at least this many resources are worth sharing across rounds. */
 const RECENT_MIN_RESOURCES = 8;
 
@@ -277,13 +296,7 @@ export class SotwResponses implements ResponseBuilder {
     return chunks.map((chunk, i) => {
       const last = i === chunks.length - 1;
       const nonce = this.nonces.next();
-      const bytes = encodeSotwResponse(
-        typeUrl,
-        nonce,
-        chunk.map((v) => v.payload!),
-        nonce,
-        last ? errors : [],
-      );
+      const bytes = encodeSotwResponse(typeUrl, nonce, payloadsOnce(chunk), nonce, last ? errors : []);
       this.metrics.responsesEncoded.inc();
       return { typeUrl, nonce, bytes, adds: chunk, removes: [] };
     });
