@@ -158,3 +158,24 @@ test('a client that reconnects while the control plane is down gets its glob mem
     assert.ok(!again.removedNames(ENDPOINT).includes(E('g/m3')));
   });
 });
+
+test('a client subscribing ten thousand names does not hold up another client\'s update', T, async () => {
+  await withRelay({}, async ({ origin, client }) => {
+    origin.setResource(ENDPOINT, E('x'), 'x', 'v1');
+    const good = client();
+    good.subscribe(ENDPOINT, [E('x')]);
+    await good.waitForVersion(ENDPOINT, E('x'), 'v1');
+    const big = client();
+    await big.waitForReady();
+    const names = Array.from({ length: 10_000 }, (_, i) => E(`none/${i}`));
+    big.subscribe(ENDPOINT, names);
+    // The update reaches the relay while the big request is being applied.
+    await big.waitFor(() => big.removedNames(ENDPOINT).length > 0, 'the first answers to the big request');
+    origin.setResource(ENDPOINT, E('x'), 'x', 'v2');
+    await good.waitForVersion(ENDPOINT, E('x'), 'v2');
+    const answeredBefore = big.removedNames(ENDPOINT).length;
+    assert.ok(answeredBefore < names.length / 2, `the update went out between slices of the big request (${answeredBefore} of its names answered first)`);
+    await big.waitFor(() => big.removedNames(ENDPOINT).length === names.length, 'every name answered', 20_000);
+    assertWellFormed(good, big);
+  });
+});

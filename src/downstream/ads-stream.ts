@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import type { SubscriptionEngine } from '../hub/engine';
-import type { FanOut } from '../hub/fan-out';
+import { FanOut } from '../hub/fan-out';
 import type { Logger } from '../log';
 import { WarnLimiter } from '../log-limit';
 import type { RelayMetrics } from '../metrics';
@@ -10,6 +10,7 @@ import type { StreamLimits } from '../security/limits';
 import { TokenBucket } from '../security/token-bucket';
 import { watchTruncation } from './framing';
 import { sendGoaway } from './goaway';
+import type { RequestScheduler, ScheduledWork } from './request-scheduler';
 import { SubscriptionState, type OutgoingResponse, type ResponseBuilder, type StreamPort } from './subscription-state';
 
 export const TTL_CLIENT_FEATURE = 'xds.config.supports-resource-ttl';
@@ -35,8 +36,17 @@ export interface AdsStreamOptions {
   relayWarnings?: WarnLimiter;
   /** A stream's own repeated warnings (refusals, NACKs) are summarized at most this often (default 10 s). */
   logRepeatIntervalMs?: number;
+  /** Fair turns for large requests and for streams with work waiting (request-scheduler.ts). */
+  scheduler: RequestScheduler;
   onClose(stream: AdsStream): void;
 }
+
+/** A request up to this size is applied as it arrives (when its stream has nothing waiting); a larger one waits for a turn. */
+const INLINE_REQUEST_BYTES = 16 * 1024;
+/** Names of one subscribe list applied per turn: a few milliseconds of work. */
+export const SUBSCRIBE_SLICE = 256;
+/** A stream with this many requests waiting stops being read (HTTP/2 flow control holds its client back). */
+const PAUSE_AT_WAITING = 4;
 
 let nextStreamId = 1;
 let truncationUnwatchedLogged = false;
@@ -46,7 +56,7 @@ let truncationUnwatchedLogged = false;
  * writes with back-pressure, and one SubscriptionState per type URL. The
  * protocol subclasses only decode requests and apply their rules.
  */
-export abstract class AdsStream implements StreamPort {
+export abstract class AdsStream implements StreamPort, ScheduledWork {
   readonly id = nextStreamId++;
   readonly peer: string;
   readonly openedAt = Date.now();
@@ -63,6 +73,13 @@ export abstract class AdsStream implements StreamPort {
   private readonly changeBudget: TokenBucket | undefined;
   lastNonce = '';
   lastAckedNonce = '';
+  /** Requests that arrived while earlier work of this stream was waiting, in order. */
+  private readonly waitingRequests: Buffer[] = [];
+  /** The rest of a request being applied in slices; it runs before the next waiting request. */
+  private continuation: (() => boolean) | undefined;
+  /** This stream is in the scheduler's queue. */
+  private queued = false;
+  private paused = false;
 
   constructor(
     protected readonly call: grpc.ServerDuplexStream<Buffer, Buffer>,
@@ -164,16 +181,92 @@ export abstract class AdsStream implements StreamPort {
 
   private onData(bytes: Buffer): void {
     if (this.closed) return;
-    try {
+    if (!this.queued && bytes.length <= INLINE_REQUEST_BYTES) {
+      this.apply(bytes);
+      return;
+    }
+    this.waitingRequests.push(bytes);
+    if (this.waitingRequests.length >= PAUSE_AT_WAITING && !this.paused) {
+      this.paused = true;
+      this.call.pause();
+    }
+    this.takeTurn();
+  }
+
+  /** One slice of this stream's waiting work (ScheduledWork): the request in progress, else the next request. */
+  runSlice(): boolean {
+    if (!this.closed) {
+      if (this.continuation) {
+        const more = this.guarded(this.continuation);
+        if (!more) this.continuation = undefined;
+      } else {
+        const next = this.waitingRequests.shift();
+        if (next) this.apply(next);
+        if (this.paused && this.waitingRequests.length < PAUSE_AT_WAITING && !this.closed) {
+          this.paused = false;
+          this.call.resume();
+        }
+      }
+    }
+    this.queued = !this.closed && (this.continuation !== undefined || this.waitingRequests.length > 0);
+    if (!this.queued) this.waitingRequests.length = 0;
+    return this.queued;
+  }
+
+  private takeTurn(): void {
+    if (this.queued) return;
+    this.queued = true;
+    this.opts.scheduler.enqueue(this);
+  }
+
+  /**
+   * Subscribes `names` a slice per turn when there are many, so one large
+   * request does not hold up other clients: the first slice now (inside
+   * `fan`), each further one in its own round. Duplicates count once.
+   */
+  protected subscribeInSlices(state: SubscriptionState, names: readonly string[], initial: ReadonlyMap<string, string> | undefined, fan: FanOut): void {
+    const apply = (slice: readonly string[], round: FanOut): void => {
+      const allowed = this.refuseTooLong(state, slice, round);
+      if (allowed.length > 0) state.subscribe(allowed, round, initial);
+    };
+    if (names.length <= SUBSCRIBE_SLICE) {
+      apply(names, fan);
+      return;
+    }
+    const all = [...new Set(names)];
+    apply(all.slice(0, SUBSCRIBE_SLICE), fan);
+    let offset = SUBSCRIBE_SLICE;
+    if (offset >= all.length) return;
+    this.continuation = () => {
+      const round = new FanOut();
+      apply(all.slice(offset, offset + SUBSCRIBE_SLICE), round);
+      round.finish();
+      offset += SUBSCRIBE_SLICE;
+      return offset < all.length;
+    };
+    this.takeTurn();
+  }
+
+  private apply(bytes: Buffer): void {
+    this.guarded(() => {
       this.handle(bytes);
+      return false;
+    });
+  }
+
+  /** Runs request work; input the relay will not act on, or a failure, ends this stream only. */
+  private guarded(work: () => boolean): boolean {
+    try {
+      return work();
     } catch (err) {
       if (err instanceof RequestError) {
         this.opts.metrics.badRequests.inc({ reason: 'undecodable' });
         this.fail(grpc.status.INVALID_ARGUMENT, err.message);
-        return;
+        return false;
       }
       this.opts.logger.error({ client: this.id, err }, 'failed to handle client request');
       this.fail(grpc.status.INTERNAL, 'internal error while handling the request');
+      return false;
     }
   }
 

@@ -4,6 +4,7 @@ import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
 import { adsServiceDefinition } from '../proto/ads-service';
 import type { AdsStream, AdsStreamOptions } from './ads-stream';
+import { RequestScheduler } from './request-scheduler';
 import { DeltaStream } from './delta-stream';
 import { Drainer, type DrainResult } from './drain';
 import { DEFAULTS } from '../config';
@@ -44,6 +45,8 @@ export class DownstreamServer {
   /** Stream endings with an error status: any number of clients can cause them. */
   private readonly relayWarnings: WarnLimiter;
   private readonly delta: DeltaResponses;
+  /** Fair turns for clients' large requests (request-scheduler.ts). */
+  private readonly scheduler = new RequestScheduler();
 
   constructor(private readonly opts: DownstreamServerOptions) {
     this.relayWarnings = new WarnLimiter(opts.logger, opts.logRepeatIntervalMs);
@@ -81,6 +84,7 @@ export class DownstreamServer {
       limits: this.opts.limits,
       relayWarnings: this.relayWarnings,
       logRepeatIntervalMs: this.opts.logRepeatIntervalMs,
+      scheduler: this.scheduler,
       onClose: (s) => {
         if (this.streams.delete(s)) metrics.streamsByProtocol[s.protocol].open.dec();
       },
