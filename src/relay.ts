@@ -28,6 +28,7 @@ import type { UpstreamTlsSpec } from './security/tls';
 import { FileOrigin } from './upstream/file-origin';
 import { GrpcUpstream } from './upstream/grpc-upstream';
 import { parseUpstreamUri } from './upstream/uri';
+import { relayVersion } from './version';
 
 export interface RunningRelay {
   readonly port: number;
@@ -72,7 +73,7 @@ function relayNode(nodeId: string): Node {
   return {
     id: nodeId,
     user_agent_name: 'xdstp-relay',
-    user_agent_version: process.env.npm_package_version ?? '0.1.0',
+    user_agent_version: relayVersion(),
     client_features: ['xds.config.supports-resource-ttl'],
   };
 }

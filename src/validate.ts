@@ -40,7 +40,11 @@ export function problemsOfConfigErrors(errors: readonly ConfigError[]): Validati
   return errors.map((e) => ({ path: e.path, message: e.message.startsWith(`${e.path}: `) ? e.message.slice(e.path.length + 2) : e.message }));
 }
 
-/** De-duplicates and prints the outcome; returns the exit code (0 valid, 1 problems). */
+/**
+ * De-duplicates and prints the outcome on stdout; returns the exit code: 0
+ * valid, 2 (what start exits with) when there are problems. The caller then
+ * writes start's one-line JSON error to stderr.
+ */
 export function reportValidation(
   out: { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream },
   source: string,
@@ -64,7 +68,7 @@ export function reportValidation(
     );
     return 0;
   }
-  out.stderr.write(`xdstp-relay: ${source}: ${unique.length} problem${unique.length === 1 ? '' : 's'}\n`);
-  for (const p of unique) out.stderr.write(`  ${p.path}: ${p.message}\n`);
-  return 1;
+  out.stdout.write(`xdstp-relay: ${source}: ${unique.length} problem${unique.length === 1 ? '' : 's'}\n`);
+  for (const p of unique) out.stdout.write(`  ${p.path}: ${p.message}\n`);
+  return 2;
 }
