@@ -105,6 +105,7 @@ function createUpstream(authority: string | null, uris: string[], tls: UpstreamT
 
 /** Starts a relay: downstream server, upstreams, hub, cache and admin HTTP. */
 export async function startRelay(config: RelayConfig, options: RelayOptions = {}): Promise<RunningRelay> {
+  const startedAt = Date.now();
   const logger = options.logger ?? createLogger(config.logLevel);
   const metrics = options.metrics ?? new RelayMetrics();
   // Files first (certificates, policy): a bad one stops the start before anything connects.
@@ -212,6 +213,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     upstreams,
     drainPeriodMs,
     listening: () => listening,
+    serverInfo: { version: relayVersion(), startedAt, config },
   };
   metrics.addCollector(() => refreshRelayGauges(parts));
 
