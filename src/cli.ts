@@ -183,10 +183,8 @@ async function main(): Promise<void> {
   try {
     args = parseArgs(argv);
   } catch (err) {
-    if (!validating) {
-      process.stderr.write(`xdstp-relay: ${(err as Error).message.split('\n')[0]}\n`);
-      process.exit(2);
-    }
+    // Start fails as validate does: one JSON line naming each unknown key (or the unreadable file).
+    if (!validating) invalidConfiguration(problemsOfParseError((err as Error).message, configArg(argv)));
     // Validating: note it, then read the rest leniently so every other problem is reported too.
     parseProblems.push(...problemsOfParseError((err as Error).message, configArg(argv)));
     try {

@@ -31,7 +31,11 @@ export function problemsOfParseError(message: string, configPath: string | undef
   const firstLine = message.split('\n')[0] ?? message;
   const unknown = /^Unknown arguments?: (.+)$/.exec(firstLine);
   if (unknown) {
-    return unknown[1].split(/,\s*/).map((key) => ({ path: key, message: 'unknown option (not a flag nor a config-file key)' }));
+    const keys = unknown[1].split(/,\s*/);
+    // The parser names a dashed key twice (`service-host, serviceHost`): keep the spelling that was given.
+    const camel = (k: string): string => k.replace(/-([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
+    const given = keys.filter((k) => !keys.some((o) => o !== k && camel(o) === k));
+    return given.map((key) => ({ path: key, message: 'unknown option (not a flag nor a config-file key)' }));
   }
   return [{ path: configPath ?? '(arguments)', message: firstLine }];
 }
