@@ -100,6 +100,7 @@ const ENV_PREFIX = 'XDSTP_RELAY_';
  * (The parser reads process.env itself, hence the removal.)
  */
 function dropForeignEnv(env: NodeJS.ProcessEnv): string[] {
+  // yargs' type declarations omit getOptions(); at run time it lists every declared option under `key`.
   const keys = (relayParser([]) as unknown as { getOptions(): { key: Record<string, unknown> } }).getOptions().key;
   // Options a variable may set; help and version are commands, not settings.
   const known = new Set(Object.keys(keys).filter((k) => k !== 'help' && k !== 'version'));
