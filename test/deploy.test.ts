@@ -563,6 +563,17 @@ test('the Dockerfile is multi-stage, runs node dist/src/cli.js as a non-root use
   }
 });
 
+test('the image runs a supported Node LTS (22) while the package still accepts Node 20', T, () => {
+  const text = fs.readFileSync(path.join(DEPLOY, 'Dockerfile'), 'utf8');
+  const image = /^ARG NODE_IMAGE=(\S+)$/m.exec(text)?.[1];
+  assert.ok(image, 'the Node image is one ARG');
+  assert.match(image, /^node:22(\.|-|$)/);
+  const froms = text.split('\n').filter((l) => /^FROM\s/i.test(l));
+  assert.ok(froms.every((l) => l.includes('${NODE_IMAGE}')), `every stage on that image: ${froms.join(' | ')}`);
+  const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { engines?: { node?: string } };
+  assert.equal(pkg.engines?.node, '>=20');
+});
+
 // ------------------------------------------------------- dashboard and alerts
 
 test('the Grafana dashboard refers only to metrics that exist', T, async () => {
