@@ -15,6 +15,7 @@ import { runCliToExit, spawnCli, type SpawnedCli } from './support/cli';
 import { freePort } from './support/ports';
 import { parsePrometheus, pollUntil } from './support/admin';
 import { LISTENER, xdstp } from './support/names';
+import { redactUrl } from '../src/admin/server-info';
 
 const T = { timeout: 30_000 };
 /** dist/test/operator.test.js → the repository root. */
@@ -125,6 +126,14 @@ test('the /server_info digest is the same for the same configuration and differs
   assert.equal(a, b);
   assert.notEqual(a, c);
   assert.notEqual(a, createHash('sha256').update('').digest('hex'));
+});
+
+test('every form of Redis address keeps its hosts and loses its password in /server_info', () => {
+  assert.equal(redactUrl('redis://relay:pw@cache:6379/2'), 'redis://relay:***@cache:6379/2');
+  assert.equal(redactUrl('rediss://:pw@cache:6380'), 'rediss://:***@cache:6380');
+  assert.equal(redactUrl('redis+sentinel://pw@s1:26379,s2:26379/main'), 'redis+sentinel://***@s1:26379,s2:26379/main');
+  assert.equal(redactUrl('redis+cluster://u:p@ss@n1:7000,n2:7001'), 'redis+cluster://u:***@n1:7000,n2:7001');
+  assert.equal(redactUrl('redis+cluster://n1:7000,n2:7001'), 'redis+cluster://n1:7000,n2:7001');
 });
 
 // ----------------------------------------------------------- /debug/upstreams

@@ -11,7 +11,8 @@ import type { RelayConfig } from '../config';
 /** Hides passwords in connection strings: `redis://user:pw@h` → `redis://user:***@h`; a bare `//pw@h` → `//***@h`. */
 export function redactUrl(url: string): string {
   return url
-    .replace(/\/\/([^/@]*)@/g, (_m, userinfo: string) => {
+    // Up to the last @ before the path: a password may hold an @ of its own.
+    .replace(/\/\/([^/]*)@/g, (_m, userinfo: string) => {
       const colon = userinfo.indexOf(':');
       return colon >= 0 ? `//${userinfo.slice(0, colon)}:***@` : '//***@';
     })
