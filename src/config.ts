@@ -1,3 +1,4 @@
+import * as fs from 'node:fs';
 import { splitHostPort } from './address';
 import { parseRedisSpec } from './cache/redis-store';
 import { DEFAULT_PREFIX, validatePrefix } from './cache/redis-keys';
@@ -210,7 +211,18 @@ function checkUris(path: string, list: string, problems: ConfigError[]): string[
   if (uris.length === 0) problems.push(new ConfigError(path, 'no upstream URI given'));
   for (const u of uris) {
     try {
-      parseUpstreamUri(u);
+      const parsed = parseUpstreamUri(u);
+      // The file origin reads the directory at start and cannot begin without it.
+      if (parsed.scheme === 'file') {
+        let isDir = false;
+        try {
+          isDir = fs.statSync(parsed.path).isDirectory();
+        } catch {
+          problems.push(new ConfigError(path, `"${u}": no directory ${parsed.path}`));
+          continue;
+        }
+        if (!isDir) problems.push(new ConfigError(path, `"${u}": ${parsed.path} is not a directory`));
+      }
     } catch (err) {
       problems.push(new ConfigError(path, (err as Error).message));
     }

@@ -28,6 +28,7 @@ import type { UpstreamTlsSpec } from './security/tls';
 import { FileOrigin } from './upstream/file-origin';
 import { GrpcUpstream } from './upstream/grpc-upstream';
 import { parseUpstreamUri } from './upstream/uri';
+import { relayVersion } from './version';
 
 export interface RunningRelay {
   readonly port: number;
@@ -72,7 +73,7 @@ function relayNode(nodeId: string): Node {
   return {
     id: nodeId,
     user_agent_name: 'xdstp-relay',
-    user_agent_version: process.env.npm_package_version ?? '0.1.0',
+    user_agent_version: relayVersion(),
     client_features: ['xds.config.supports-resource-ttl'],
   };
 }
@@ -104,6 +105,7 @@ function createUpstream(authority: string | null, uris: string[], tls: UpstreamT
 
 /** Starts a relay: downstream server, upstreams, hub, cache and admin HTTP. */
 export async function startRelay(config: RelayConfig, options: RelayOptions = {}): Promise<RunningRelay> {
+  const startedAt = Date.now();
   const logger = options.logger ?? createLogger(config.logLevel);
   const metrics = options.metrics ?? new RelayMetrics();
   // Files first (certificates, policy): a bad one stops the start before anything connects.
@@ -211,6 +213,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     upstreams,
     drainPeriodMs,
     listening: () => listening,
+    serverInfo: { version: relayVersion(), startedAt, config },
   };
   metrics.addCollector(() => refreshRelayGauges(parts));
 
