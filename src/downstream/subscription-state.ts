@@ -25,19 +25,12 @@ export interface Pending {
   errors: ResourceErrorInfo[];
   /** Send a response even if it is empty (the first answer to a wildcard). */
   forced: boolean;
-  /** A name was queued again this round after the client was made to hold it anew ("send it again"). */
-  resent?: boolean;
-}
-
-/** Removes `name` from a pending list in place (lists stay small where this is called). */
-function dropName(names: string[], name: string): void {
-  const i = names.indexOf(name);
-  if (i >= 0) names.splice(i, 1);
-}
-
-function dropVariant(adds: Variant[], name: string): void {
-  const i = adds.findIndex((v) => v.name === name);
-  if (i >= 0) adds.splice(i, 1);
+  /**
+   * A name may stand in it more than once (added and removed, or added twice
+   * after "send it again"): it is settled against what the client will hold
+   * before it is sent. Never set on the common paths (a change, a first sync).
+   */
+  mixed?: boolean;
 }
 
 /** One protocol's way of turning a client's pending changes into responses (delta, SotW). */
@@ -312,7 +305,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
 
   /** "Send it again": the client counts as not holding `name`; a copy already queued this round is then replaced, not repeated. */
   private resend(name: string): void {
-    if (this.held.delete(name) && this.pending) this.pending.resent = true;
+    if (this.held.delete(name) && this.pending) this.pending.mixed = true;
   }
 
   /** The client stopped subscribing anything that covers `name`: it drops it, and nothing still queued for it goes out. */
@@ -320,10 +313,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     this.held.delete(name);
     this.world?.delete(name);
     this.backlog?.delete(name);
-    const p = this.pending;
-    if (!p) return;
-    if (p.adds.length > 0) dropVariant(p.adds, name);
-    if (p.removes.length > 0) dropName(p.removes, name);
+    if (this.pending) this.pending.mixed = true;
   }
 
   /** A refused name: removed for a resource or glob; the wildcard still gets its (empty) first answer. */
@@ -641,19 +631,34 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     this.notePrior(name);
     this.held.set(name, variant.version);
     this.world?.set(name, variant);
-    // One response never names a resource twice, nor adds and removes it (Envoy NACKs both): the last word wins.
     const p = this.pendingFor(fan);
-    if (p.removes.length > 0) dropName(p.removes, name);
-    if (p.resent) dropVariant(p.adds, name);
+    if (p.removes.length > 0) p.mixed = true;
     p.adds.push(variant);
   }
 
   private queueRemove(name: string, fan: FanOut): void {
     const p = this.pendingFor(fan);
-    if (p.adds.length > 0) dropVariant(p.adds, name);
+    if (p.adds.length > 0 || p.removes.length > 0) p.mixed = true;
     if (p.removes === NO_NAMES) p.removes = [];
-    else if (p.removes.includes(name)) return;
     p.removes.push(name);
+  }
+
+  /**
+   * One response never names a resource twice, nor adds and removes it (Envoy
+   * NACKs both): what the client will hold (`held`) is the last word — the
+   * newest copy of what it holds, a removal of what it no longer has.
+   */
+  private settlePending(p: Pending): void {
+    const adds = new Map<string, Variant>();
+    for (const v of p.adds) if (this.held.get(v.name) === v.version) adds.set(v.name, v);
+    p.adds = [...adds.values()];
+    if (p.removes.length === 0) return;
+    const removes = new Set<string>();
+    for (const n of p.removes) {
+      const held = this.held.get(n);
+      if (!adds.has(n) && (held === undefined || held === TOLD_ABSENT)) removes.add(n);
+    }
+    p.removes = [...removes];
   }
 
   /** Does-not-exist: said once, until the client holds it again. */
@@ -687,6 +692,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     const pending = this.pending;
     if (!pending) return;
     this.pending = undefined;
+    if (pending.mixed) this.settlePending(pending);
     if (pending.adds.length === 0 && pending.removes.length === 0 && pending.errors.length === 0 && !pending.forced) return;
     if (this.stream.blocked || this.backlog) {
       this.coalesce(pending);
