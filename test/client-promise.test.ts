@@ -13,6 +13,7 @@ import { withRelay } from './support/relay-fixture';
 import { ENDPOINT, xdstp } from './support/names';
 import { assertWellFormed } from './support/assertions';
 import { sleep } from './support/wait';
+import { SotwClient } from './support/sotw-client';
 
 const T = { timeout: 30_000 };
 const E = (rest: string): string => xdstp('a', ENDPOINT, rest);
@@ -178,5 +179,40 @@ test('a client subscribing ten thousand names does not hold up another client\'s
     assert.ok(answeredBefore < names.length, `the update went out before the big request was done (${answeredBefore} of its names answered first)`);
     await big.waitFor(() => big.removedNames(ENDPOINT).length === names.length, 'every name answered', 20_000);
     assertWellFormed(good, big);
+  });
+});
+
+test('subscribing a glob sends its members again, also one the client holds by name', T, async () => {
+  await withRelay({}, async ({ origin, client }) => {
+    origin.setResource(ENDPOINT, E('g/m1'), 'one', 'v1');
+    const c = client();
+    c.subscribe(ENDPOINT, [E('g/m1')]);
+    await c.waitForVersion(ENDPOINT, E('g/m1'), 'v1');
+    c.subscribe(ENDPOINT, [GLOB]);
+    await c.waitFor(() => c.received(ENDPOINT, E('g/m1')).length === 2, 'the member sent again for the new glob');
+    assertWellFormed(c);
+  });
+});
+
+test('a SotW client that rejected a member gets it again when it subscribes the glob', T, async () => {
+  await withRelay({}, async ({ origin, address }) => {
+    origin.setResource(ENDPOINT, E('g/m1'), 'one', 'v1');
+    let rejectNext = true;
+    const c = new SotwClient(address, {
+      reject: () => {
+        if (!rejectNext) return undefined;
+        rejectNext = false;
+        return 'not now';
+      },
+    });
+    try {
+      c.request(ENDPOINT, [E('g/m1')]);
+      await c.waitFor(() => c.of(ENDPOINT).length === 1, 'the rejected answer');
+      c.request(ENDPOINT, [E('g/m1'), GLOB]);
+      await c.waitFor(() => c.of(ENDPOINT).length === 2, 'the member again');
+      assert.deepEqual(SotwClient.payloads(c.of(ENDPOINT)[1]!), ['one']);
+    } finally {
+      c.close();
+    }
   });
 });

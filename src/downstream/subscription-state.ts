@@ -194,6 +194,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
       this.names.set(name, joined);
       if (joined.isCollection) {
         this.collections.set(joined.key, (this.collections.get(joined.key) ?? 0) + 1);
+        this.resendHeldMembers(joined, name, fan, initial);
         if (!joined.answered) this.checkClaims(joined, fan);
       }
     }
@@ -301,6 +302,21 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   private forgetHeld(sub: Subscription, spelling: string): void {
     this.resend(spelling);
     if (sub.isCollection) for (const name of this.heldThrough(sub.key)) this.resend(name);
+  }
+
+  /**
+   * A newly subscribed collection is sent whole, also the members the client
+   * holds already through another subscription (or rejected there) — unless
+   * a reconnecting client listed them.
+   */
+  private resendHeldMembers(coll: Subscription, spelling: string, fan: FanOut, initial: ReadonlyMap<string, string> | undefined): void {
+    let again = false;
+    for (const member of this.heldThrough(coll.key)) {
+      if (initial?.has(member)) continue;
+      this.resend(member);
+      again = true;
+    }
+    if (again) this.engine.answer(this, coll, spelling, fan);
   }
 
   /** "Send it again": the client counts as not holding `name`; a copy already queued this round is then replaced, not repeated. */
