@@ -85,6 +85,13 @@ export interface ReferenceModel {
   /** Whether one of the client's subscriptions covers `name` (the relay may send it). */
   covers(client: string, typeUrl: string, name: string): boolean;
   /**
+   * SotW per-name types (not Listener/Cluster): whether `name` may stay in the
+   * client's view although `expected()` lacks it — received earlier, since
+   * deleted or no longer asked for; SotW cannot say "removed". Always false for
+   * delta clients and full-state types, whose views must equal `expected()`.
+   */
+  mayLinger(client: string, typeUrl: string, name: string): boolean;
+  /**
    * What the relay must hold subscribed upstream once the grace has passed:
    * `${typeUrl}\n${name}` with xdstp names canonical and legacy names verbatim.
    */
