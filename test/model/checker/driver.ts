@@ -1,0 +1,357 @@
+/**
+ * runSteps: replay a run against the real relay and the reference model side
+ * by side. Each step goes to the model first (so the per-response checks know
+ * it may already be in effect), then to the real world; after every entry
+ * that is not inside a burst comes a quiet point: every open client's view
+ * must reach what the model expects, and the control planes must be asked for
+ * what the model says the relay subscribes upstream.
+ */
+import { keyOf } from '../../support/names';
+import { sleep } from '../../support/wait';
+import type { Authority, ReferenceModel, Step } from '../types';
+import { ClientHandle, type ResponseEvent } from './clients';
+import { Invariants, type Failure } from './invariants';
+import { defaultModelFactory, type ModelFactory } from './model-loader';
+import { describeStep, stepsOf, type RunEntry } from './steps';
+import { AUTHORITIES, TYPES, modelOptions, shortType } from './universe';
+import { World } from './world';
+
+export interface RunOptions {
+  /** The relay's unsubscribeGraceMs (default 0). */
+  unsubscribeGraceMs?: number;
+  /** Run with a real redis-server and two relays on it. */
+  redis?: boolean;
+  /** The reference model; default: test/model/model.ts (none: only model-free checks). */
+  model?: ModelFactory | null;
+  /** Quiet-point bound in ms (default 4000; after control-plane or relay faults 10000). */
+  quietMs?: number;
+  /** Progress lines (step by step). */
+  log?: (line: string) => void;
+}
+
+export interface Divergence extends Failure {
+  /** Index of the run entry at or after which it was seen. */
+  entry: number;
+  step: Step | undefined;
+}
+
+export interface RunResult {
+  ok: boolean;
+  divergence?: Divergence;
+  /** Entries executed (all of them when ok). */
+  entries: number;
+  /** Steps skipped because they made no sense at that point (e.g. after shrinking). */
+  skipped: number;
+  ms: number;
+}
+
+const FAULT_OPS = new Set(['cpStop', 'cpStart', 'cpRestart', 'failover', 'relayRestart', 'moveClient', 'redisRestartEmpty']);
+
+class Driver {
+  private world!: World;
+  private readonly model: ReferenceModel | null;
+  private readonly inv: Invariants;
+  private readonly clients = new Map<string, ClientHandle>();
+  private readonly grace: number;
+  private skipped = 0;
+  /** Entries since the last control-plane or relay fault (the relay may be in backoff). */
+  private sinceFault = 99;
+  /** The last quiet point came right after a wait longer than the grace. */
+  private pastGrace = true;
+  private current: Step | undefined;
+
+  constructor(private readonly opts: RunOptions) {
+    const factory = opts.model === undefined ? defaultModelFactory() : opts.model;
+    this.model = factory ? factory(modelOptions()) : null;
+    this.inv = new Invariants(this.model);
+    this.grace = opts.unsubscribeGraceMs ?? 0;
+  }
+
+  async run(run: readonly RunEntry[]): Promise<RunResult> {
+    const t0 = Date.now();
+    let entry = 0;
+    let divergence: Divergence | undefined;
+    this.world = await World.start({ unsubscribeGraceMs: this.grace, redis: this.opts.redis ?? false });
+    try {
+      this.inv.reset();
+      for (; entry < run.length; entry++) {
+        const steps = stepsOf(run[entry]!);
+        let fault = false;
+        let waitedPastGrace = false;
+        for (const step of steps) {
+          if (!this.valid(step)) {
+            this.skipped++;
+            this.opts.log?.(`  #${entry} skip ${describeStep(step)}`);
+            continue;
+          }
+          this.current = step;
+          this.opts.log?.(`  #${entry} ${describeStep(step)}`);
+          if (FAULT_OPS.has(step.op)) fault = true;
+          if (step.op === 'wait' && step.ms > this.grace) waitedPastGrace = true;
+          this.model?.apply(step);
+          this.inv.afterStep();
+          await this.execute(step);
+          if (this.inv.failure) break;
+        }
+        this.sinceFault = fault ? 0 : this.sinceFault + 1;
+        this.pastGrace = this.grace === 0 || waitedPastGrace;
+        if (!this.inv.failure) await this.quiet();
+        if (this.inv.failure) {
+          divergence = { ...this.inv.failure, entry, step: this.current };
+          break;
+        }
+        this.inv.reset();
+      }
+    } catch (err) {
+      divergence = { kind: 'error', message: (err as Error).stack ?? String(err), entry, step: this.current };
+    } finally {
+      for (const c of this.clients.values()) c.endStream();
+      await this.world.stop();
+    }
+    return {
+      ok: divergence === undefined,
+      ...(divergence ? { divergence } : {}),
+      entries: entry,
+      skipped: this.skipped,
+      ms: Date.now() - t0,
+    };
+  }
+
+  // ----------------------------------------------------------------- steps
+
+  /** Whether a step makes sense now (a shrunk run may have lost what it needed). */
+  private valid(step: Step): boolean {
+    const w = this.world;
+    const redis = this.opts.redis ?? false;
+    switch (step.op) {
+      case 'connect':
+        return !this.clients.has(step.client);
+      case 'request': {
+        const c = this.clients.get(step.client);
+        if (!c) return false;
+        if (step.subscribe.length === 0 && step.unsubscribe.length === 0) {
+          // Only an empty first Cluster/Listener request means something (the legacy wildcard).
+          return c.isFirstRequest(step.typeUrl) && modelOptions().legacyWildcardTypes.has(step.typeUrl);
+        }
+        return true;
+      }
+      case 'nackNext':
+      case 'reconnect':
+      case 'disconnect':
+        return this.clients.has(step.client);
+      case 'stall': {
+        const c = this.clients.get(step.client);
+        return c !== undefined && c.protocol === 'delta' && !c.stalled;
+      }
+      case 'resume':
+        return this.clients.get(step.client)?.stalled === true;
+      case 'put':
+        return true;
+      case 'delete':
+        return w.exists(step.authority, step.typeUrl, step.name);
+      case 'cpStop':
+        return w.anyRunning(step.authority);
+      case 'cpStart':
+        return !w.allRunning(step.authority);
+      case 'cpRestart':
+        return w.anyRunning(step.authority);
+      case 'failover':
+        return w.serversOf(step.authority).length > 1 && w.anyRunning(step.authority);
+      case 'relayRestart':
+      case 'redisRestartEmpty':
+        return redis;
+      case 'moveClient':
+        return redis && this.clients.has(step.client);
+      case 'wait':
+        return true;
+    }
+  }
+
+  private async execute(step: Step): Promise<void> {
+    const w = this.world;
+    switch (step.op) {
+      case 'connect': {
+        this.inv.setProtocol(step.client, step.protocol);
+        const c = new ClientHandle(step.client, step.protocol, (i) => w.address(i), {
+          onResponse: (ev) => this.onResponse(ev),
+          onUnexpectedEnd: (client, why) => this.inv.fail({ kind: 'stream-ended', message: `[${client}] ${why}` }),
+        });
+        this.clients.set(step.client, c);
+        return;
+      }
+      case 'request':
+        this.clients.get(step.client)!.request(step.typeUrl, step.subscribe, step.unsubscribe);
+        return;
+      case 'nackNext':
+        this.clients.get(step.client)!.pendingNack.add(step.typeUrl);
+        return;
+      case 'stall':
+        this.clients.get(step.client)!.stall();
+        return;
+      case 'resume':
+        this.clients.get(step.client)!.resume();
+        return;
+      case 'reconnect':
+        this.clients.get(step.client)!.reconnect(step.omitGlobMembers);
+        return;
+      case 'disconnect':
+        this.clients.get(step.client)!.endStream();
+        this.clients.delete(step.client);
+        return;
+      case 'put':
+        w.put(step.authority, step.typeUrl, step.name, step.version);
+        return;
+      case 'delete':
+        w.delete(step.authority, step.typeUrl, step.name);
+        return;
+      case 'cpStop':
+        await w.cpStop(step.authority);
+        return;
+      case 'cpStart':
+        await w.cpStart(step.authority);
+        return;
+      case 'cpRestart':
+        await w.cpRestart(step.authority, step.times, step.gapMs);
+        return;
+      case 'failover':
+        await w.failover(step.authority);
+        return;
+      case 'relayRestart':
+        await this.relayRestart(step.upstreamDownFirst);
+        return;
+      case 'moveClient': {
+        const c = this.clients.get(step.client)!;
+        c.relayIndex = 1 - c.relayIndex;
+        c.reconnect(true);
+        return;
+      }
+      case 'redisRestartEmpty':
+        await w.redisRestartEmpty();
+        return;
+      case 'wait':
+        await sleep(step.ms);
+        return;
+    }
+  }
+
+  /** Relay 0 restarts on the shared Redis; its clients reconnect the way Envoy does. */
+  private async relayRestart(upstreamDownFirst: boolean): Promise<void> {
+    const w = this.world;
+    const onIt = [...this.clients.values()].filter((c) => c.relayIndex === 0);
+    for (const c of onIt) c.expectEnd();
+    await w.stopRelay(0);
+    const down: Array<Authority> = [];
+    if (upstreamDownFirst) {
+      for (const a of [...AUTHORITIES, null]) {
+        if (w.anyRunning(a)) {
+          down.push(a);
+          await w.cpStop(a);
+        }
+      }
+    }
+    await w.startRelay(0);
+    for (const c of onIt) c.reconnect(true);
+    if (upstreamDownFirst) {
+      // The warm start serves from Redis first; the control planes come back after.
+      await sleep(300);
+      for (const a of down) await w.cpStart(a);
+    }
+  }
+
+  private onResponse(ev: ResponseEvent): void {
+    this.inv.onResponse(ev);
+    const c = this.clients.get(ev.client);
+    if (c) {
+      const v = c.envoyViolations();
+      if (v.length > 0) this.inv.fail({ kind: 'envoy-reject', message: `[${ev.client}] ${v.join('; ')}` });
+    }
+    if (ev.nacked && this.model) {
+      const canon = ev.protocol === 'sotw';
+      for (const r of ev.resources) {
+        const kept = ev.heldBefore.get(canon ? keyOf(r.name) : r.name);
+        this.model.noteNack(ev.client, ev.typeUrl, r.name, r.version, kept);
+      }
+      this.inv.afterStep();
+    }
+  }
+
+  // ------------------------------------------------------------ quiet point
+
+  private async quiet(): Promise<void> {
+    const bound = this.opts.quietMs ?? (this.sinceFault < 3 ? 10_000 : 4000);
+    const deadline = Date.now() + bound;
+    let problems: string[] = [];
+    for (;;) {
+      if (this.inv.failure) return;
+      problems = this.mismatches();
+      if (problems.length === 0) return;
+      if (Date.now() > deadline) break;
+      await sleep(50);
+    }
+    const kind = problems.every((p) => p.startsWith('upstream')) ? 'upstream' : 'converge';
+    this.inv.fail({ kind, message: `no quiet state within ${bound} ms:\n    ${problems.join('\n    ')}` });
+  }
+
+  private mismatches(): string[] {
+    const m = this.model;
+    if (!m) return [];
+    const out: string[] = [];
+    for (const id of m.clients()) {
+      const c = this.clients.get(id);
+      if (!c) {
+        out.push(`[${id}] the model has a client the checker does not`);
+        continue;
+      }
+      // A stalled client cannot converge until it reads again.
+      if (c.stalled) continue;
+      for (const t of m.typesOf(id)) {
+        const canon = c.protocol === 'sotw';
+        const expected = normalize(m.expected(id, t), canon);
+        const view = normalize(c.view(t), canon);
+        const diff = diffMaps(expected, view);
+        if (diff) out.push(`[${id} ${c.protocol} ${shortType(t)}] ${diff}`);
+      }
+    }
+    if (out.length > 0) return out;
+    for (const a of [...AUTHORITIES, null] as Authority[]) {
+      // A control plane that is down (or was just brought back) cannot be asked what it was asked.
+      if (!this.world.allRunning(a) && a !== 'a1') continue;
+      if (!this.world.anyRunning(a)) continue;
+      const expected = m.upstreamKeys(a);
+      const actual = new Set<string>();
+      for (const s of this.world.serversOf(a)) {
+        for (const t of TYPES) for (const k of s.subscribedKeys(t)) actual.add(`${t}\n${k}`);
+      }
+      const missing = [...expected].filter((k) => !actual.has(k));
+      const extra = this.pastGrace ? [...actual].filter((k) => !expected.has(k)) : [];
+      if (missing.length || extra.length) {
+        const fmt = (ks: string[]): string => ks.map((k) => k.replace(/^.*\.(\w+)\n/, '$1 ')).join(', ');
+        out.push(`upstream ${a ?? '(default)'}: ${missing.length ? `not subscribed: ${fmt(missing)}` : ''}${missing.length && extra.length ? '; ' : ''}${extra.length ? `subscribed but should not be: ${fmt(extra)}` : ''}`);
+      }
+    }
+    return out;
+  }
+}
+
+function normalize(m: Map<string, string>, canon: boolean): Map<string, string> {
+  if (!canon) return m;
+  const out = new Map<string, string>();
+  for (const [k, v] of m) out.set(keyOf(k), v);
+  return out;
+}
+
+function diffMaps(expected: Map<string, string>, actual: Map<string, string>): string | undefined {
+  const parts: string[] = [];
+  for (const [k, v] of expected) {
+    const a = actual.get(k);
+    if (a === undefined) parts.push(`missing ${k}@${v}`);
+    else if (a !== v) parts.push(`${k}@${a} (expected @${v})`);
+  }
+  for (const [k, v] of actual) if (!expected.has(k)) parts.push(`unexpected ${k}@${v}`);
+  return parts.length ? parts.join(', ') : undefined;
+}
+
+/** Replay `run` (Steps and bursts) against a fresh relay and the reference model. */
+export function runSteps(run: readonly RunEntry[], options: RunOptions = {}): Promise<RunResult> {
+  return new Driver(options).run(run);
+}
