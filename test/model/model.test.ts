@@ -232,11 +232,11 @@ describe('state of the world', () => {
     assert.deepEqual([...m.upstreamKeys(null)], []);
   });
 
-  it('SotW full-state types hold exactly the covered resources under the control plane’s names', () => {
+  it('SotW full-state types hold exactly the covered resources, under canonical names', () => {
     const m = modelWith([
       connect('s', 'sotw'),
       sub('s', LISTENER, L('x?b=2&a=1'), L('g/*')),
-      put(LISTENER, L('x?a=1&b=2'), '1'),
+      put(LISTENER, L('x?b=2&a=1'), '1'),
       put(LISTENER, L('g/m1'), '4'),
       put(LISTENER, L('y'), '1'),
     ]);
@@ -269,6 +269,13 @@ describe('state of the world', () => {
     assert.equal(m.covers('s', ROUTE, R('x?a=1&b=2')), true);
     assert.equal(m.covers('s', ROUTE, R('y')), false);
   });
+
+  it('a SotW client subscribed by two spellings holds the resource once, canonically', () => {
+    const m = modelWith([connect('s', 'sotw'), sub('s', ROUTE, R('x?b=2&a=1'), R('x?a=1&b=2')), put(ROUTE, R('x?b=2&a=1'), '1')]);
+    assert.deepEqual(view(m, 's', ROUTE), { [R('x?a=1&b=2')]: '1' });
+    assert.equal(m.mayRemove('s', ROUTE, R('x?b=2&a=1')), false);
+    assert.equal(m.mayLinger('s', ROUTE, R('x?b=2&a=1')), false);
+  });
 });
 
 describe('what a delta client may be sent', () => {
@@ -289,6 +296,12 @@ describe('what a delta client may be sent', () => {
     const m = modelWith([connect('c'), sub('c', CLUSTER)]);
     assert.equal(m.covers('c', CLUSTER, 'anything'), true);
     assert.equal(m.covers('c', CLUSTER, xdstp('a', CLUSTER, 'x')), false);
+  });
+
+  it('the empty-glob signal names no resource: the glob URL may always be reported removed', () => {
+    const m = modelWith([connect('c'), sub('c', ROUTE, R('g/*')), put(ROUTE, R('g/m1'), '1')]);
+    assert.equal(m.mayRemove('c', ROUTE, R('g/*')), true);
+    assert.equal(m.covers('c', ROUTE, R('g/*')), false, 'a glob URL is not a member of itself');
   });
 
   it('a live covered resource may not be reported removed; one not covered may', () => {
@@ -343,6 +356,22 @@ describe('NACKs', () => {
     const m = modelWith(base);
     m.noteNack('c', ROUTE, R('x'), '2', '1');
     m.apply({ op: 'relayRestart', upstreamDownFirst: false });
+    assert.deepEqual(view(m, 'c', ROUTE), { [R('x')]: '2' });
+  });
+
+  it('a relay restart ends the NACKs of its own clients only', () => {
+    const m = modelWith([...base, connect('d'), sub('d', ROUTE, R('x')), { op: 'moveClient', client: 'd' }]);
+    m.noteNack('c', ROUTE, R('x'), '2', '1');
+    m.noteNack('d', ROUTE, R('x'), '2', '1');
+    m.apply({ op: 'relayRestart', upstreamDownFirst: false });
+    assert.deepEqual(view(m, 'c', ROUTE), { [R('x')]: '2' }, 'c was on the restarted relay');
+    assert.deepEqual(view(m, 'd', ROUTE), { [R('x')]: '1' }, 'd had moved to the other relay');
+  });
+
+  it('moving to the other relay ends a NACK', () => {
+    const m = modelWith(base);
+    m.noteNack('c', ROUTE, R('x'), '2', '1');
+    m.apply({ op: 'moveClient', client: 'c' });
     assert.deepEqual(view(m, 'c', ROUTE), { [R('x')]: '2' });
   });
 

@@ -18,9 +18,11 @@
  *   protocol does not require the server to confirm an unsubscribe), so the
  *   checker drops held names no subscription covers any more (see `covers`).
  * - SotW, full-state types (Listener, Cluster): the view is the last full
- *   response, which must equal `expected()`: names inside the payloads (the
- *   control plane's own spelling), current versions. A client drops what it
- *   stops asking for.
+ *   response, which must equal `expected()`: the names inside the payloads,
+ *   current versions. A client drops what it stops asking for.
+ * - SotW names are canonical in every answer and may be given in any spelling
+ *   to every query: a SotW response carries only payloads, so a client tells
+ *   resources apart by the (canonical) name inside them, not by its spelling.
  * - SotW, per-name types: SotW cannot say "removed", so a name the client
  *   once received may stay after it was deleted or stopped being asked for.
  *   Every name of `expected()` must be present at its version; any other name
@@ -78,14 +80,19 @@ function resourceKey(name: string): string {
   }
 }
 
-/** Whether the resource keyed `key` is a direct member of the canonical glob `glob`. */
+/** Whether the resource keyed `key` is a direct member of the canonical glob `glob` (a glob is no member of itself). */
 function isMember(key: string, glob: string): boolean {
-  if (!isXdstp(key)) return false;
+  if (!isXdstp(key) || isGlob(key)) return false;
   try {
     return globKeyOf(key) === glob;
   } catch {
     return false;
   }
+}
+
+/** A name as the model keys a client's view: SotW clients tell resources apart canonically. */
+function heldName(protocol: Protocol, name: string): string {
+  return protocol === 'sotw' ? resourceKey(name) : name;
 }
 
 /** Where a resource the client names lives: its upstream and its key there. */
@@ -97,12 +104,6 @@ function locate(name: string): { authority: Authority; key: string } {
   } catch {
     return { authority: null, key: name };
   }
-}
-
-interface ResourceState {
-  /** The name as the control plane spells it (what a SotW payload carries). */
-  name: string;
-  version: string;
 }
 
 /** A NACK on a per-name view: the client keeps `kept` while the resource is still at `version` ('' = absent). */
@@ -126,12 +127,14 @@ interface TypeState {
 
 interface ClientState {
   protocol: Protocol;
+  /** The relay the client's stream is on (two relays in runs with Redis). */
+  relay: 0 | 1;
   types: Map<string, TypeState>;
 }
 
 export class Model implements ReferenceModel {
-  /** The control plane's resources: authority → type URL → key → resource. */
-  private readonly store = new Map<Authority, Map<string, Map<string, ResourceState>>>();
+  /** The control plane's resources: authority → type URL → key → version. */
+  private readonly store = new Map<Authority, Map<string, Map<string, string>>>();
   /** Clients with an open stream. */
   private readonly clientStates = new Map<string, ClientState>();
 
@@ -143,18 +146,24 @@ export class Model implements ReferenceModel {
     switch (step.op) {
       case 'connect':
         // A known id connecting again is a new client: nothing subscribed.
-        this.clientStates.set(step.client, { protocol: step.protocol, types: new Map() });
+        this.clientStates.set(step.client, { protocol: step.protocol, relay: 0, types: new Map() });
         return;
       case 'request':
         this.request(step.client, step.typeUrl, step.subscribe, step.unsubscribe);
         return;
       case 'reconnect':
-      case 'moveClient':
         this.newStream(step.client);
         return;
+      case 'moveClient': {
+        const client = this.clientStates.get(step.client);
+        if (!client) return;
+        client.relay = client.relay === 0 ? 1 : 0;
+        this.newStream(step.client);
+        return;
+      }
       case 'relayRestart':
-        // Every client's stream ends with the relay; each opens a new one.
-        for (const id of this.clientStates.keys()) this.newStream(id);
+        // The streams on the restarted relay end; each of its clients opens a new one.
+        for (const [id, client] of this.clientStates) if (client.relay === 0) this.newStream(id);
         return;
       case 'disconnect':
         this.clientStates.delete(step.client);
@@ -251,16 +260,15 @@ export class Model implements ReferenceModel {
     const key = resourceKey(name);
     const resources = this.resourcesOf(authority, typeUrl, true);
     const prev = resources.get(key);
-    resources.set(key, { name, version });
-    if (prev?.version !== version) this.changed(authority, typeUrl, key);
+    resources.set(key, version);
+    if (prev !== version) this.changed(authority, typeUrl, key);
   }
 
   private remove(authority: Authority, typeUrl: string, name: string): void {
     const key = resourceKey(name);
     const resources = this.resourcesOf(authority, typeUrl, false);
-    const prev = resources?.get(key);
-    if (!prev) return;
-    resources!.delete(key);
+    if (!resources?.has(key)) return;
+    resources.delete(key);
     this.changed(authority, typeUrl, key);
   }
 
@@ -300,8 +308,9 @@ export class Model implements ReferenceModel {
     const c = this.clientStates.get(client);
     const ts = c?.types.get(typeUrl);
     if (!c || !ts) return;
-    if (c.protocol === 'sotw' && this.opts.fullStateTypes.has(typeUrl)) ts.pinned.set(name, kept);
-    else ts.nacks.set(name, { version, kept });
+    const held = heldName(c.protocol, name);
+    if (c.protocol === 'sotw' && this.opts.fullStateTypes.has(typeUrl)) ts.pinned.set(held, kept);
+    else ts.nacks.set(held, { version, kept });
   }
 
   /** Ends the per-name NACK records of names that spelling `s` holds (it was just subscribed again). */
@@ -338,7 +347,7 @@ export class Model implements ReferenceModel {
       if (!this.coversName(c.protocol, typeUrl, ts, name)) continue;
       const at = locate(name);
       const now = this.resourcesOf(at.authority, typeUrl, false)?.get(at.key);
-      const stillRejected = nack.version === '' ? now === undefined : now?.version === nack.version;
+      const stillRejected = nack.version === '' ? now === undefined : now === nack.version;
       if (!stillRejected) continue;
       if (nack.kept === undefined) view.delete(name);
       else view.set(name, nack.kept);
@@ -350,14 +359,14 @@ export class Model implements ReferenceModel {
     const c = this.clientStates.get(client);
     const ts = c?.types.get(typeUrl);
     if (!c || !ts) return true;
-    return !this.covered(c.protocol, typeUrl, ts).has(name);
+    return !this.covered(c.protocol, typeUrl, ts).has(heldName(c.protocol, name));
   }
 
   covers(client: string, typeUrl: string, name: string): boolean {
     const c = this.clientStates.get(client);
     const ts = c?.types.get(typeUrl);
     if (!c || !ts) return false;
-    return this.coversName(c.protocol, typeUrl, ts, name);
+    return this.coversName(c.protocol, typeUrl, ts, heldName(c.protocol, name));
   }
 
   /**
@@ -369,7 +378,7 @@ export class Model implements ReferenceModel {
   mayLinger(client: string, typeUrl: string, name: string): boolean {
     const c = this.clientStates.get(client);
     if (!c || c.protocol !== 'sotw' || this.opts.fullStateTypes.has(typeUrl)) return false;
-    return !this.expected(client, typeUrl).has(name);
+    return !this.expected(client, typeUrl).has(heldName(c.protocol, name));
   }
 
   upstreamKeys(authority: Authority): Set<string> {
@@ -407,12 +416,12 @@ export class Model implements ReferenceModel {
    * What the subscriptions cover that exists now, by name as the client holds
    * it, at the control plane's version (no NACK taken into account).
    * Delta: a singleton under the client's spelling, glob members canonical,
-   * legacy names verbatim. SotW: names as the payloads carry them.
+   * legacy names verbatim. SotW: canonical names.
    */
   private covered(protocol: Protocol, typeUrl: string, ts: TypeState): Map<string, string> {
     const view = new Map<string, string>();
-    const hold = (spelling: string | undefined, r: ResourceState, key: string): void => {
-      view.set(protocol === 'sotw' ? r.name : (spelling ?? key), r.version);
+    const hold = (spelling: string | undefined, version: string, key: string): void => {
+      view.set(protocol === 'sotw' ? key : (spelling ?? key), version);
     };
     const addSub = (sub: Subscription, spelling: string | undefined): void => {
       switch (sub.kind) {
@@ -432,7 +441,7 @@ export class Model implements ReferenceModel {
         case 'singleton':
         case 'legacy': {
           const r = this.resourcesOf(sub.kind === 'legacy' ? null : sub.authority, typeUrl, false)?.get(sub.key);
-          if (r) hold(spelling, r, sub.key);
+          if (r !== undefined) hold(spelling, r, sub.key);
           return;
         }
       }
@@ -486,9 +495,9 @@ export class Model implements ReferenceModel {
     }
   }
 
-  private resourcesOf(authority: Authority, typeUrl: string, create: true): Map<string, ResourceState>;
-  private resourcesOf(authority: Authority, typeUrl: string, create: false): Map<string, ResourceState> | undefined;
-  private resourcesOf(authority: Authority, typeUrl: string, create: boolean): Map<string, ResourceState> | undefined {
+  private resourcesOf(authority: Authority, typeUrl: string, create: true): Map<string, string>;
+  private resourcesOf(authority: Authority, typeUrl: string, create: false): Map<string, string> | undefined;
+  private resourcesOf(authority: Authority, typeUrl: string, create: boolean): Map<string, string> | undefined {
     let byType = this.store.get(authority);
     if (!byType) {
       if (!create) return undefined;

@@ -43,7 +43,13 @@ export type Step =
   | { op: 'cpStart'; authority: Authority }
   | { op: 'cpRestart'; authority: Authority; times: number; gapMs: number }
   | { op: 'failover'; authority: Authority }
-  /** Relay and shared tier faults (runs with Redis only). */
+  /**
+   * Relay and shared tier faults (runs with Redis only). Such runs have two
+   * relays on one Redis; a client connects to relay 0. `moveClient` moves a
+   * client to the other relay (a new stream there, same subscriptions);
+   * `relayRestart` restarts relay 0, and each client on it opens a new stream
+   * with the same subscriptions (clients on relay 1 are untouched).
+   */
   | { op: 'relayRestart'; upstreamDownFirst: boolean }
   | { op: 'moveClient'; client: string }
   | { op: 'redisRestartEmpty' }
