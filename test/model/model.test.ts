@@ -400,6 +400,14 @@ describe('NACKs', () => {
     assert.deepEqual(view(m, 's', LISTENER), { l1: '2' });
   });
 
+  it('a rejected SotW full state already outdated by a change of another covered resource is not kept', () => {
+    // Both puts are applied before the response they caused is NACKed (a burst): it carried l1@2 and l2@1.
+    const m = modelWith([connect('s', 'sotw'), sub('s', LISTENER, 'l1', 'l2'), put(LISTENER, 'l1', '1'), put(LISTENER, 'l2', '1'), put(LISTENER, 'l1', '2'), put(LISTENER, 'l2', '2')]);
+    m.noteNack('s', LISTENER, 'l1', '2', '1');
+    m.noteNack('s', LISTENER, 'l2', '1', '1');
+    assert.deepEqual(view(m, 's', LISTENER), { l1: '2', l2: '2' });
+  });
+
   it('a rejected SotW full state ends when the client changes its list', () => {
     const m = modelWith([connect('s', 'sotw'), sub('s', LISTENER, 'l1'), put(LISTENER, 'l1', '1'), put(LISTENER, 'l1', '2')]);
     m.noteNack('s', LISTENER, 'l1', '2', '1');

@@ -121,8 +121,8 @@ interface TypeState {
   requestedOnStream: boolean;
   /** Per-name NACK records, by name as the client holds it (delta; SotW per-name types). */
   nacks: Map<string, NackRecord>;
-  /** SotW full-state types: names whose rejected full state the client did not take → what it kept. */
-  pinned: Map<string, string | undefined>;
+  /** SotW full-state types: the rejected full state, by name: its version there ('' = left out) and what the client kept. */
+  pinned: Map<string, NackRecord>;
 }
 
 interface ClientState {
@@ -299,17 +299,21 @@ export class Model implements ReferenceModel {
    * the client subscribes it again, unsubscribes it, or its stream ends.
    *
    * SotW full-state types (a NACK rejects a whole state of the world): call it
-   * for every name where the rejected response and the kept view differ
-   * (`version` is then not consulted). The kept view stands until the relay
-   * must send a new full state: a resource the client covers changes, the
-   * client's list changes, or its stream ends.
+   * for every name of the rejected response (`kept` may equal `version`) and,
+   * with version '', for every held name the response left out. The client's
+   * kept view stands while the relay owes it no new full state: while each
+   * noted name is still at its rejected version (absent for ''), no resource
+   * the client covers has changed since, its list is unchanged and its stream
+   * the same. Noting every name, not only the differing ones, lets the model
+   * see that a change it applied before the NACK arrived (a burst) already
+   * outdated the rejected state.
    */
   noteNack(client: string, typeUrl: string, name: string, version: string, kept: string | undefined): void {
     const c = this.clientStates.get(client);
     const ts = c?.types.get(typeUrl);
     if (!c || !ts) return;
     const held = heldName(c.protocol, name);
-    if (c.protocol === 'sotw' && this.opts.fullStateTypes.has(typeUrl)) ts.pinned.set(held, kept);
+    if (c.protocol === 'sotw' && this.opts.fullStateTypes.has(typeUrl)) ts.pinned.set(held, { version, kept });
     else ts.nacks.set(held, { version, kept });
   }
 
@@ -337,9 +341,11 @@ export class Model implements ReferenceModel {
     if (!c || !ts) return new Map();
     const view = this.covered(c.protocol, typeUrl, ts);
     if (c.protocol === 'sotw' && this.opts.fullStateTypes.has(typeUrl)) {
-      for (const [name, kept] of ts.pinned) {
-        if (kept === undefined) view.delete(name);
-        else view.set(name, kept);
+      const stillRejected = [...ts.pinned].every(([name, p]) => view.get(name) === (p.version === '' ? undefined : p.version));
+      if (!stillRejected) return view;
+      for (const [name, p] of ts.pinned) {
+        if (p.kept === undefined) view.delete(name);
+        else view.set(name, p.kept);
       }
       return view;
     }
