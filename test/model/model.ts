@@ -387,6 +387,28 @@ export class Model implements ReferenceModel {
     return !this.expected(client, typeUrl).has(heldName(c.protocol, name));
   }
 
+  /** The protocol of an open client's stream. */
+  protocolOf(client: string): Protocol | undefined {
+    return this.clientStates.get(client)?.protocol;
+  }
+
+  /** The client's subscriptions of a type as it sent them (delta: its set; SotW: its list) and its legacy wildcard. */
+  subscriptions(client: string, typeUrl: string): { names: string[]; legacyWildcard: boolean } {
+    const ts = this.clientStates.get(client)?.types.get(typeUrl);
+    return { names: [...(ts?.names ?? [])], legacyWildcard: ts?.legacyWildcard ?? false };
+  }
+
+  /** Names whose expected value a NACK decides now (the client keeps what it had instead of the current version). */
+  nackedNames(client: string, typeUrl: string): string[] {
+    const c = this.clientStates.get(client);
+    const ts = c?.types.get(typeUrl);
+    if (!c || !ts) return [];
+    const current = this.covered(c.protocol, typeUrl, ts);
+    const shown = this.expected(client, typeUrl);
+    const names = new Set([...ts.nacks.keys(), ...ts.pinned.keys()]);
+    return [...names].filter((n) => current.get(n) !== shown.get(n));
+  }
+
   upstreamKeys(authority: Authority): Set<string> {
     const keys = new Set<string>();
     for (const c of this.clientStates.values()) {
