@@ -6,6 +6,8 @@
  * code 1 when any seed diverged.
  */
 import { formatRun, generate, runSteps, shrink, type RunOptions } from './checker';
+import { modelOptions } from './checker/universe';
+import { RuleCoverage } from './coverage';
 
 interface Args {
   seeds: number[];
@@ -53,7 +55,8 @@ function parseArgs(argv: string[]): Args {
 async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));
   const log = args.verbose ? (l: string): void => void process.stdout.write(`${l}\n`) : undefined;
-  const runOpts: RunOptions = { unsubscribeGraceMs: args.grace, redis: args.redis, ...(log ? { log } : {}) };
+  const coverage = new RuleCoverage(modelOptions());
+  const runOpts: RunOptions = { unsubscribeGraceMs: args.grace, redis: args.redis, coverage, ...(log ? { log } : {}) };
   const failed: number[] = [];
   const t0 = Date.now();
   for (const seed of args.seeds) {
@@ -68,7 +71,7 @@ async function main(): Promise<number> {
     const d = result.divergence!;
     process.stdout.write(`${tag}: DIVERGENCE (${d.kind}) at entry ${d.entry} ${JSON.stringify(d.step)}\n  ${d.message}\n`);
     if (!args.shrink) continue;
-    const s = await shrink(run, result, { ...runOpts, log: undefined }, { ...(log ? { log } : {}) });
+    const s = await shrink(run, result, { unsubscribeGraceMs: args.grace, redis: args.redis }, { ...(log ? { log } : {}) });
     const sd = s.result.divergence!;
     process.stdout.write(
       `  shrunk to ${s.run.length} entries in ${s.replays} replays (${(s.ms / 1000).toFixed(0)} s); it fails with (${sd.kind}):\n  ${sd.message}\n` +
@@ -76,6 +79,7 @@ async function main(): Promise<number> {
         `const steps: RunEntry[] = ${formatRun(s.run)};\n`,
     );
   }
+  process.stdout.write(`${coverage.report()}\n`);
   const secs = ((Date.now() - t0) / 1000).toFixed(0);
   process.stdout.write(
     `${args.seeds.length - failed.length}/${args.seeds.length} seeds ok in ${secs} s` +

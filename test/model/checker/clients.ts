@@ -5,7 +5,7 @@
  * Step, reconnects, NACK-next, stalls, and a hook that sees every response
  * before the client applies it.
  */
-import { keyOf, subscriptionCovers, isGlob } from '../../support/names';
+import { isGlob, isXdstp, keyOf, subscriptionCovers } from '../../support/names';
 import { DeltaClient } from '../../support/delta-client';
 import { SotwClient } from '../../support/sotw-client';
 import type { DeltaDiscoveryResponse, DiscoveryResponse } from '../../../src/proto/messages';
@@ -35,11 +35,18 @@ export interface ClientHooks {
   onUnexpectedEnd(client: string, why: string): void;
 }
 
+/** A client's subscriptions of one type, kept the way the step vocabulary defines them. */
+interface TypeSubs {
+  /** Names as spelled (delta: subscribed; SotW: the list). */
+  names: string[];
+  /** The legacy wildcard (an empty first request of a Listener/Cluster type). */
+  legacyWildcard: boolean;
+  /** The current stream has sent a request of this type (the next one is not its first). */
+  requestedOnStream: boolean;
+}
+
 export class ClientHandle {
-  /** Subscriptions per type as spelled, `*` included when the client is on the wildcard. */
-  readonly subs = new Map<string, string[]>();
-  /** Types in the order the client first asked for them. */
-  readonly types: string[] = [];
+  readonly subs = new Map<string, TypeSubs>();
   readonly pendingNack = new Set<string>();
   stalled = false;
   /** Which relay (index) the client talks to. */
@@ -103,57 +110,64 @@ export class ClientHandle {
     return this.delta ? [...this.delta.violations] : [];
   }
 
-  /** Whether the next request of this type is the stream's first of it. */
+  /** Whether the next request of this type is the current stream's first of it. */
   isFirstRequest(typeUrl: string): boolean {
-    return !this.types.includes(typeUrl);
+    return !(this.subs.get(typeUrl)?.requestedOnStream ?? false);
   }
 
   request(typeUrl: string, subscribe: string[], unsubscribe: string[]): void {
-    const first = this.isFirstRequest(typeUrl);
-    if (first) this.types.push(typeUrl);
-    let list = this.subs.get(typeUrl) ?? [];
-    if (first && subscribe.length === 0 && unsubscribe.length === 0 && LEGACY_WILDCARD_TYPES.has(typeUrl)) list = ['*'];
-    list = list.filter((n) => !unsubscribe.includes(n));
-    for (const n of subscribe) if (!list.includes(n)) list.push(n);
-    this.subs.set(typeUrl, list);
+    let ts = this.subs.get(typeUrl);
+    if (!ts) this.subs.set(typeUrl, (ts = { names: [], legacyWildcard: false, requestedOnStream: false }));
+    const first = !ts.requestedOnStream;
+    ts.requestedOnStream = true;
+    const legacyType = LEGACY_WILDCARD_TYPES.has(typeUrl);
+    for (const n of subscribe) if (!ts.names.includes(n)) ts.names.push(n);
+    ts.names = ts.names.filter((n) => !unsubscribe.includes(n));
     if (this.delta) {
+      if (first && legacyType && subscribe.length === 0 && unsubscribe.length === 0) ts.legacyWildcard = true;
+      if (unsubscribe.includes('*') && !subscribe.includes('*')) ts.legacyWildcard = false;
       this.delta.send({ type_url: typeUrl, resource_names_subscribe: subscribe, resource_names_unsubscribe: unsubscribe });
     } else if (this.sotw) {
-      // The legacy wildcard is an empty first list; afterwards it stays in the list as `*`.
-      this.sotw.request(typeUrl, first && list.length === 1 && list[0] === '*' && subscribe.length === 0 ? [] : list);
+      // SotW: an empty list is the legacy wildcard only until the stream names something.
+      if (first && legacyType && ts.names.length === 0) ts.legacyWildcard = true;
+      if (ts.names.length > 0) ts.legacyWildcard = false;
+      this.sotw.request(typeUrl, [...ts.names]);
     }
   }
 
-  stall(): void {
-    this.delta?.pause();
-    this.stalled = true;
-  }
-
-  resume(): void {
-    this.delta?.resume();
-    this.stalled = false;
+  /** Whether the client still asks for something that holds `name` (Envoy forgets the rest by itself). */
+  private wants(typeUrl: string, name: string): boolean {
+    const ts = this.subs.get(typeUrl);
+    if (!ts) return false;
+    if (ts.legacyWildcard && !isXdstp(name)) return true;
+    return ts.names.some((s) => {
+      if (s === '*') return !isXdstp(name);
+      if (isGlob(s)) return keyOf(name) === name && subscriptionCovers(s, name);
+      return s === name;
+    });
   }
 
   /** End the stream and open a new one with the same node id and subscriptions. */
   reconnect(omitGlobMembers: boolean): void {
     const held = new Map<string, Map<string, string>>();
-    for (const t of this.types) held.set(t, this.view(t));
+    for (const t of this.subs.keys()) held.set(t, this.view(t));
     this.endStream();
     this.open();
-    for (const t of this.types) {
-      const list = this.subs.get(t) ?? [];
-      if (list.length === 0) continue;
+    for (const [t, ts] of this.subs) {
+      ts.requestedOnStream = ts.names.length > 0 || ts.legacyWildcard;
+      if (!ts.requestedOnStream) continue;
       if (this.delta) {
         const initial: Record<string, string> = {};
         for (const [name, version] of held.get(t) ?? []) {
-          if (omitGlobMembers && heldThroughGlobOnly(list, name)) continue;
+          if (!this.wants(t, name)) continue;
+          if (omitGlobMembers && heldThroughGlobOnly(ts.names, name)) continue;
           initial[name] = version;
         }
-        // Only the wildcard: an empty first request says it again (like Envoy).
-        const names = list.length === 1 && list[0] === '*' ? [] : list;
+        // The legacy wildcard: an empty first request when nothing else is named, else an explicit `*`.
+        const names = ts.legacyWildcard && ts.names.length > 0 && !ts.names.includes('*') ? ['*', ...ts.names] : [...ts.names];
         this.delta.subscribe(t, names, { initialVersions: initial });
       } else if (this.sotw) {
-        this.sotw.request(t, list.length === 1 && list[0] === '*' ? [] : list);
+        this.sotw.request(t, [...ts.names]);
       }
     }
   }
@@ -174,6 +188,16 @@ export class ClientHandle {
 
   describe(): string {
     return this.delta ? this.delta.describe() : `[sotw ${this.id}] ${this.sotw?.responses.length ?? 0} responses`;
+  }
+
+  stall(): void {
+    this.delta?.pause();
+    this.stalled = true;
+  }
+
+  resume(): void {
+    this.delta?.resume();
+    this.stalled = false;
   }
 
   // ------------------------------------------------------------ responses

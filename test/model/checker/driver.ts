@@ -8,12 +8,15 @@
  */
 import { keyOf } from '../../support/names';
 import { sleep } from '../../support/wait';
-import type { Authority, ReferenceModel, Step } from '../types';
+import type { Authority, ModelOptions, ReferenceModel, Step } from '../types';
+
+export type ModelFactory = (opts: ModelOptions) => ReferenceModel;
 import { ClientHandle, type ResponseEvent } from './clients';
 import { Invariants, type Failure } from './invariants';
-import { defaultModelFactory, type ModelFactory } from './model-loader';
+import { Model } from '../model';
+import type { RuleCoverage } from '../coverage';
 import { describeStep, stepsOf, type RunEntry } from './steps';
-import { AUTHORITIES, TYPES, modelOptions, shortType } from './universe';
+import { AUTHORITIES, FULL_STATE_TYPES, TYPES, modelOptions, shortType } from './universe';
 import { World } from './world';
 
 export interface RunOptions {
@@ -21,8 +24,10 @@ export interface RunOptions {
   unsubscribeGraceMs?: number;
   /** Run with a real redis-server and two relays on it. */
   redis?: boolean;
-  /** The reference model; default: test/model/model.ts (none: only model-free checks). */
+  /** The reference model; default: test/model/model.ts (null: only the checks that need no model). */
   model?: ModelFactory | null;
+  /** Counts, at every quiet point, which situations of the promise the run reached. */
+  coverage?: RuleCoverage;
   /** Quiet-point bound in ms (default 4000; after control-plane or relay faults 10000). */
   quietMs?: number;
   /** Progress lines (step by step). */
@@ -61,7 +66,7 @@ class Driver {
   private current: Step | undefined;
 
   constructor(private readonly opts: RunOptions) {
-    const factory = opts.model === undefined ? defaultModelFactory() : opts.model;
+    const factory = opts.model === undefined ? (o: ModelOptions) => new Model(o) : opts.model;
     this.model = factory ? factory(modelOptions()) : null;
     this.inv = new Invariants(this.model);
     this.grace = opts.unsubscribeGraceMs ?? 0;
@@ -98,8 +103,10 @@ class Driver {
         if (!this.inv.failure) await this.quiet();
         if (this.inv.failure) {
           divergence = { ...this.inv.failure, entry, step: this.current };
+          this.dump();
           break;
         }
+        if (this.opts.coverage && this.model instanceof Model) this.opts.coverage.observe(this.model);
         this.inv.reset();
       }
     } catch (err) {
@@ -115,6 +122,14 @@ class Driver {
       skipped: this.skipped,
       ms: Date.now() - t0,
     };
+  }
+
+  /** With a log: what every control plane was asked and what every client got, to read a divergence by. */
+  private dump(): void {
+    const log = this.opts.log;
+    if (!log) return;
+    for (const s of this.world.allServers()) log(`  ${s.describe().replace(/\n/g, '\n  ')}`);
+    for (const c of this.clients.values()) log(`  ${c.describe().replace(/\n/g, '\n  ')}`);
   }
 
   // ----------------------------------------------------------------- steps
@@ -266,16 +281,35 @@ class Driver {
       if (v.length > 0) this.inv.fail({ kind: 'envoy-reject', message: `[${ev.client}] ${v.join('; ')}` });
     }
     if (ev.nacked && this.model) {
+      // What the client keeps instead of what it rejected (see Model.noteNack).
       const canon = ev.protocol === 'sotw';
+      const k = (n: string): string => (canon ? keyOf(n) : n);
+      const fullState = canon && FULL_STATE_TYPES.has(ev.typeUrl);
       for (const r of ev.resources) {
-        const kept = ev.heldBefore.get(canon ? keyOf(r.name) : r.name);
+        const kept = ev.heldBefore.get(k(r.name));
+        if (fullState && kept === r.version) continue;
         this.model.noteNack(ev.client, ev.typeUrl, r.name, r.version, kept);
       }
+      for (const n of ev.removed) this.model.noteNack(ev.client, ev.typeUrl, n, '', ev.heldBefore.get(k(n)));
       this.inv.afterStep();
     }
   }
 
   // ------------------------------------------------------------ quiet point
+
+  /**
+   * A client's view against the model. Delta: names no subscription covers any
+   * more are dropped first (Envoy forgets what it unsubscribes by itself). SotW:
+   * names compared canonically; on per-name types a name may linger.
+   */
+  private diffView(m: ReferenceModel, id: string, c: ClientHandle, t: string): string | undefined {
+    const canon = c.protocol === 'sotw';
+    const expected = normalize(m.expected(id, t), canon);
+    let view = c.view(t);
+    if (!canon) view = new Map([...view].filter(([name]) => m.covers(id, t, name)));
+    const linger = canon && !FULL_STATE_TYPES.has(t);
+    return diffMaps(expected, normalize(view, canon), (name) => linger && m.mayLinger(id, t, name));
+  }
 
   private async quiet(): Promise<void> {
     const bound = this.opts.quietMs ?? (this.sinceFault < 3 ? 10_000 : 4000);
@@ -305,10 +339,7 @@ class Driver {
       // A stalled client cannot converge until it reads again.
       if (c.stalled) continue;
       for (const t of m.typesOf(id)) {
-        const canon = c.protocol === 'sotw';
-        const expected = normalize(m.expected(id, t), canon);
-        const view = normalize(c.view(t), canon);
-        const diff = diffMaps(expected, view);
+        const diff = this.diffView(m, id, c, t);
         if (diff) out.push(`[${id} ${c.protocol} ${shortType(t)}] ${diff}`);
       }
     }
@@ -327,6 +358,7 @@ class Driver {
       if (missing.length || extra.length) {
         const fmt = (ks: string[]): string => ks.map((k) => k.replace(/^.*\.(\w+)\n/, '$1 ')).join(', ');
         out.push(`upstream ${a ?? '(default)'}: ${missing.length ? `not subscribed: ${fmt(missing)}` : ''}${missing.length && extra.length ? '; ' : ''}${extra.length ? `subscribed but should not be: ${fmt(extra)}` : ''}`);
+        if (this.opts.log) for (const s of this.world.serversOf(a)) out.push(`upstream ${s.describe().split('\n').slice(-12).join('\n      ')}`);
       }
     }
     return out;
@@ -340,14 +372,14 @@ function normalize(m: Map<string, string>, canon: boolean): Map<string, string> 
   return out;
 }
 
-function diffMaps(expected: Map<string, string>, actual: Map<string, string>): string | undefined {
+function diffMaps(expected: Map<string, string>, actual: Map<string, string>, mayStay: (name: string) => boolean): string | undefined {
   const parts: string[] = [];
   for (const [k, v] of expected) {
     const a = actual.get(k);
     if (a === undefined) parts.push(`missing ${k}@${v}`);
     else if (a !== v) parts.push(`${k}@${a} (expected @${v})`);
   }
-  for (const [k, v] of actual) if (!expected.has(k)) parts.push(`unexpected ${k}@${v}`);
+  for (const [k, v] of actual) if (!expected.has(k) && !mayStay(k)) parts.push(`unexpected ${k}@${v}`);
   return parts.length ? parts.join(', ') : undefined;
 }
 
