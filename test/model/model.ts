@@ -30,7 +30,7 @@
  *
  * At a quiet point (no step in flight, the relay idle), the views must match.
  */
-import { canonical, globKeyOf, isGlob, isXdstp, parseName } from '../support/names';
+import { canonical, globKeyOf, isGlob, isXdstp, keyOf, parseName } from '../support/names';
 import type { Authority, ModelOptions, Protocol, ReferenceModel, Step } from './types';
 
 /** What one spelling means on a stream of one type. */
@@ -70,16 +70,6 @@ export function classify(opts: ModelOptions, typeUrl: string, spelling: string):
   return isGlob(spelling) ? { kind: 'glob', authority, key } : { kind: 'singleton', authority, key };
 }
 
-/** The key a resource name has in the control plane's store: canonical for xdstp names, verbatim otherwise. */
-function resourceKey(name: string): string {
-  if (!isXdstp(name)) return name;
-  try {
-    return canonical(name);
-  } catch {
-    return name;
-  }
-}
-
 /** Whether the resource keyed `key` is a direct member of the canonical glob `glob` (a glob is no member of itself). */
 function isMember(key: string, glob: string): boolean {
   if (!isXdstp(key) || isGlob(key)) return false;
@@ -92,7 +82,7 @@ function isMember(key: string, glob: string): boolean {
 
 /** A name as the model keys a client's view: SotW clients tell resources apart canonically. */
 function heldName(protocol: Protocol, name: string): string {
-  return protocol === 'sotw' ? resourceKey(name) : name;
+  return protocol === 'sotw' ? keyOf(name) : name;
 }
 
 /** Where a resource the client names lives: its upstream and its key there. */
@@ -257,7 +247,7 @@ export class Model implements ReferenceModel {
   }
 
   private put(authority: Authority, typeUrl: string, name: string, version: string): void {
-    const key = resourceKey(name);
+    const key = keyOf(name);
     const resources = this.resourcesOf(authority, typeUrl, true);
     const prev = resources.get(key);
     resources.set(key, version);
@@ -265,7 +255,7 @@ export class Model implements ReferenceModel {
   }
 
   private remove(authority: Authority, typeUrl: string, name: string): void {
-    const key = resourceKey(name);
+    const key = keyOf(name);
     const resources = this.resourcesOf(authority, typeUrl, false);
     if (!resources?.has(key)) return;
     resources.delete(key);
@@ -457,19 +447,19 @@ export class Model implements ReferenceModel {
           return;
         case 'wildcard': {
           if (!this.opts.hasDefaultUpstream) return;
-          for (const [key, r] of this.resourcesOf(null, typeUrl, false) ?? []) if (!isXdstp(key)) hold(undefined, r, key);
+          for (const [key, version] of this.resourcesOf(null, typeUrl, false) ?? []) if (!isXdstp(key)) hold(undefined, version, key);
           return;
         }
         case 'glob': {
-          for (const [key, r] of this.resourcesOf(sub.authority, typeUrl, false) ?? []) {
-            if (isMember(key, sub.key)) hold(undefined, r, key);
+          for (const [key, version] of this.resourcesOf(sub.authority, typeUrl, false) ?? []) {
+            if (isMember(key, sub.key)) hold(undefined, version, key);
           }
           return;
         }
         case 'singleton':
         case 'legacy': {
-          const r = this.resourcesOf(sub.kind === 'legacy' ? null : sub.authority, typeUrl, false)?.get(sub.key);
-          if (r !== undefined) hold(spelling, r, sub.key);
+          const version = this.resourcesOf(sub.kind === 'legacy' ? null : sub.authority, typeUrl, false)?.get(sub.key);
+          if (version !== undefined) hold(spelling, version, sub.key);
           return;
         }
       }
@@ -499,10 +489,10 @@ export class Model implements ReferenceModel {
       case 'legacy':
         return name === sub.key;
       case 'singleton':
-        return protocol === 'delta' ? name === s : isXdstp(name) && resourceKey(name) === sub.key;
+        return protocol === 'delta' ? name === s : isXdstp(name) && keyOf(name) === sub.key;
       case 'glob': {
-        if (!isMember(resourceKey(name), sub.key)) return false;
-        return protocol === 'sotw' || resourceKey(name) === name;
+        if (!isMember(keyOf(name), sub.key)) return false;
+        return protocol === 'sotw' || keyOf(name) === name;
       }
     }
   }
