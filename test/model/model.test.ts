@@ -345,6 +345,13 @@ describe('NACKs', () => {
     assert.deepEqual(view(m, 'c', ROUTE), { [R('g/m1')]: '2' });
   });
 
+  it('a NACKed removal of a glob member stands when the glob is subscribed again', () => {
+    const m = modelWith([connect('c'), sub('c', ROUTE, R('g/*')), put(ROUTE, R('g/m1'), '1'), put(ROUTE, R('g/m2'), '1'), del(ROUTE, R('g/m1'))]);
+    m.noteNack('c', ROUTE, R('g/m1'), '', '1');
+    m.apply(sub('c', ROUTE, R('g/*')));
+    assert.deepEqual(view(m, 'c', ROUTE), { [R('g/m1')]: '1', [R('g/m2')]: '1' }, 'the glob is answered with the members that exist');
+  });
+
   it('a NACK ends when the stream ends', () => {
     const m = modelWith(base);
     m.noteNack('c', ROUTE, R('x'), '2', '1');

@@ -307,12 +307,26 @@ export class Model implements ReferenceModel {
     else ts.nacks.set(held, { version, kept });
   }
 
-  /** Ends the per-name NACK records of names that spelling `s` holds (it was just subscribed again). */
+  /**
+   * Ends the per-name NACK records of names that spelling `s` holds: it was
+   * just subscribed again, and asking again means "send it again". A name is
+   * answered anew (resource or removal); a glob or the wildcard is answered
+   * with the members that exist, so a NACKed removal of a member stands.
+   */
   private endNacksHeldBy(ts: TypeState, protocol: Protocol, typeUrl: string, s: string): void {
     const sub = classify(this.opts, typeUrl, s);
+    const collection = sub.kind === 'glob' || sub.kind === 'wildcard';
     for (const name of [...ts.nacks.keys()]) {
-      if (this.subHoldsName(protocol, sub, s, name)) ts.nacks.delete(name);
+      if (!this.subHoldsName(protocol, sub, s, name)) continue;
+      if (collection && !this.exists(typeUrl, name)) continue;
+      ts.nacks.delete(name);
     }
+  }
+
+  /** Whether the resource a client holds under `name` exists upstream now. */
+  private exists(typeUrl: string, name: string): boolean {
+    const at = locate(name);
+    return this.resourcesOf(at.authority, typeUrl, false)?.has(at.key) ?? false;
   }
 
   // ---------------------------------------------------------------- queries
