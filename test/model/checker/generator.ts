@@ -41,9 +41,16 @@ class Gen {
   }
 
   run(): RunEntry[] {
-    // Some resources first, so that subscriptions meet existing names.
-    for (let i = 0; i < 6; i++) this.push(this.put());
-    while (this.count() < this.opts.steps) {
+    // Most resources exist from the start, so that subscriptions meet existing names,
+    // and two or three clients (often of both protocols) are there to share keys.
+    for (const t of TYPES) for (const s of slotsOf(t)) if (this.r.chance(0.6)) this.push(this.putSlot(s));
+    const first = this.r.chance(0.5) ? 'sotw' : 'delta';
+    this.push(this.connect('c1', first));
+    this.push(this.connect('c2', first === 'sotw' ? 'delta' : this.r.chance(0.3) ? 'sotw' : 'delta'));
+    if (this.r.chance(0.5)) this.push(this.connect('c3'));
+    // The setup does not count: `steps` is what happens afterwards.
+    const setup = this.count();
+    while (this.count() - setup < this.opts.steps) {
       for (const [a, at] of this.restartAt) {
         if (this.count() >= at) {
           this.restartAt.delete(a);
@@ -55,6 +62,12 @@ class Gen {
     }
     for (const a of [...this.restartAt.keys()]) this.push({ op: 'cpStart', authority: a === '' ? null : a });
     return this.out;
+  }
+
+  /** Types weighted towards the two with globs and the legacy wildcard. */
+  private pickType(): string {
+    const x = this.r.next();
+    return x < 0.4 ? TYPES[0] : x < 0.8 ? TYPES[1] : TYPES[2];
   }
 
   private count(): number {
@@ -77,7 +90,7 @@ class Gen {
       if (free.length > 0) return this.connect(r.pick(free));
     }
     const x = r.next();
-    if (x < 0.3) return this.request(r.pick(open));
+    if (x < 0.33) return this.request(r.pick(open));
     if (x < 0.47) return this.put();
     if (x < 0.55) return this.del() ?? this.put();
     if (x < 0.61) return this.reconnect(r.pick(open));
@@ -85,7 +98,11 @@ class Gen {
     if (x < 0.71) return this.cpRestart();
     if (x < 0.73) return this.cpStop() ?? this.put();
     if (x < 0.755) return { op: 'failover', authority: 'a1' };
-    if (x < 0.79) return { op: 'nackNext', client: r.pick(open), typeUrl: r.pick(TYPES) };
+    if (x < 0.79) {
+      // The NACK needs a response to act on: a change of the type comes right after.
+      const typeUrl = this.pickType();
+      return [{ op: 'nackNext', client: r.pick(open), typeUrl }, this.putSlot(r.pick(slotsOf(typeUrl)))];
+    }
     if (x < 0.83) return this.stallOrResume(r.pick(open)) ?? this.request(r.pick(open));
     if (x < 0.85) return this.disconnect(r.pick(open));
     if (x < 0.89 && this.opts.unsubscribeGraceMs > 0) {
@@ -100,8 +117,8 @@ class Gen {
     return this.request(r.pick(open));
   }
 
-  private connect(client: string): Step {
-    const protocol = this.r.chance(0.3) ? 'sotw' : 'delta';
+  private connect(client: string, p?: 'delta' | 'sotw'): Step {
+    const protocol = p ?? (this.r.chance(0.35) ? 'sotw' : 'delta');
     this.clients.set(client, { protocol, subs: new Map(), stalled: false });
     return { op: 'connect', client, protocol };
   }
@@ -129,6 +146,11 @@ class Gen {
     const r = this.r;
     const c = choicesOf(typeUrl);
     const x = r.next();
+    if (x < 0.05) {
+      // One name under two spellings.
+      const spellings = r.pick(c.singletons);
+      if (spellings.length > 1) return [spellings[0]!, spellings[1 + r.int(spellings.length - 1)]!];
+    }
     if (x < 0.35) return [r.pick(r.pick(c.singletons))];
     if (x < 0.55 && c.globs.length > 0) return [r.pick(r.pick(c.globs))];
     if (x < 0.65 && c.globs.length > 0) {
@@ -137,7 +159,7 @@ class Gen {
       return r.chance(0.5) ? [glob, r.pick(c.singletons[2]!)] : [r.pick(c.singletons[2]!), glob];
     }
     if (x < 0.8 && c.legacy.length > 0) return [r.pick(c.legacy)];
-    if (x < 0.85 && c.wildcard) return ['*'];
+    if (x < 0.86 && c.wildcard) return ['*'];
     if (x < 0.92) return [r.pick(c.missing)];
     return [r.pick(c.refused)];
   }
@@ -145,7 +167,7 @@ class Gen {
   private request(client: string): Step {
     const r = this.r;
     const c = this.clients.get(client)!;
-    const typeUrl = r.pick(TYPES);
+    const typeUrl = this.pickType();
     const current = c.subs.get(typeUrl);
     const first = current === undefined;
     if (first && typeUrl === CLUSTER && r.chance(0.25)) {
@@ -198,7 +220,10 @@ class Gen {
   }
 
   private put(): Step {
-    const s = this.r.pick(slotsOf(this.r.pick(TYPES)));
+    return this.putSlot(this.r.pick(slotsOf(this.pickType())));
+  }
+
+  private putSlot(s: ResourceSlot): Step {
     this.existing.add(this.slotKey(s));
     return { op: 'put', authority: s.authority, typeUrl: s.typeUrl, name: s.name, version: String(++this.version) };
   }
