@@ -37,6 +37,8 @@ export interface RunOptions {
 export interface Divergence extends Failure {
   /** Index of the run entry at or after which it was seen. */
   entry: number;
+  /** Index of that entry among the executed ones (RunResult.executed). */
+  executedEntry: number;
   step: Step | undefined;
 }
 
@@ -47,6 +49,8 @@ export interface RunResult {
   entries: number;
   /** Steps skipped because they made no sense at that point (e.g. after shrinking). */
   skipped: number;
+  /** The entries run, without the skipped steps (up to the divergence). */
+  executed: RunEntry[];
   ms: number;
 }
 
@@ -76,11 +80,13 @@ class Driver {
     const t0 = Date.now();
     let entry = 0;
     let divergence: Divergence | undefined;
+    const executed: RunEntry[] = [];
     this.world = await World.start({ unsubscribeGraceMs: this.grace, redis: this.opts.redis ?? false });
     try {
       this.inv.reset();
       for (; entry < run.length; entry++) {
         const steps = stepsOf(run[entry]!);
+        const ran: Step[] = [];
         let fault = false;
         let waitedPastGrace = false;
         for (const step of steps) {
@@ -90,6 +96,7 @@ class Driver {
             continue;
           }
           this.current = step;
+          ran.push(step);
           this.opts.log?.(`  #${entry} ${describeStep(step)}`);
           if (FAULT_OPS.has(step.op)) fault = true;
           if (step.op === 'wait' && step.ms > this.grace) waitedPastGrace = true;
@@ -98,11 +105,12 @@ class Driver {
           await this.execute(step);
           if (this.inv.failure) break;
         }
+        if (ran.length > 0) executed.push(Array.isArray(run[entry]) && ran.length > 1 ? ran : ran[0]!);
         this.sinceFault = fault ? 0 : this.sinceFault + 1;
         this.pastGrace = this.grace === 0 || waitedPastGrace;
         if (!this.inv.failure) await this.quiet();
         if (this.inv.failure) {
-          divergence = { ...this.inv.failure, entry, step: this.current };
+          divergence = { ...this.inv.failure, entry, executedEntry: executed.length - 1, step: this.current };
           this.dump();
           break;
         }
@@ -110,7 +118,7 @@ class Driver {
         this.inv.reset();
       }
     } catch (err) {
-      divergence = { kind: 'error', message: (err as Error).stack ?? String(err), entry, step: this.current };
+      divergence = { kind: 'error', message: (err as Error).stack ?? String(err), entry, executedEntry: executed.length, step: this.current };
     } finally {
       for (const c of this.clients.values()) c.endStream();
       await this.world.stop();
@@ -120,6 +128,7 @@ class Driver {
       ...(divergence ? { divergence } : {}),
       entries: entry,
       skipped: this.skipped,
+      executed,
       ms: Date.now() - t0,
     };
   }
@@ -298,15 +307,16 @@ class Driver {
   // ------------------------------------------------------------ quiet point
 
   /**
-   * A client's view against the model. Delta: names no subscription covers any
-   * more are dropped first (Envoy forgets what it unsubscribes by itself). SotW:
-   * names compared canonically; on per-name types a name may linger.
+   * A client's view against the model. Names no subscription covers any more
+   * are dropped first (Envoy forgets what it unsubscribes by itself; a SotW
+   * client drops what it stops asking for). SotW names are compared
+   * canonically, and on per-name types a name may linger.
    */
   private diffView(m: ReferenceModel, id: string, c: ClientHandle, t: string): string | undefined {
     const canon = c.protocol === 'sotw';
     const expected = normalize(m.expected(id, t), canon);
-    let view = c.view(t);
-    if (!canon) view = new Map([...view].filter(([name]) => m.covers(id, t, name)));
+    // A client forgets what it stops asking for (the relay need not confirm it).
+    const view = new Map([...c.view(t)].filter(([name]) => m.covers(id, t, name)));
     const linger = canon && !FULL_STATE_TYPES.has(t);
     return diffMaps(expected, normalize(view, canon), (name) => linger && m.mayLinger(id, t, name));
   }

@@ -159,7 +159,7 @@ class Gen {
       return r.chance(0.5) ? [glob, r.pick(c.singletons[2]!)] : [r.pick(c.singletons[2]!), glob];
     }
     if (x < 0.8 && c.legacy.length > 0) return [r.pick(c.legacy)];
-    if (x < 0.86 && c.wildcard) return ['*'];
+    if (x < 0.88 && c.wildcard) return ['*'];
     if (x < 0.92) return [r.pick(c.missing)];
     return [r.pick(c.refused)];
   }
@@ -170,7 +170,7 @@ class Gen {
     const typeUrl = this.pickType();
     const current = c.subs.get(typeUrl);
     const first = current === undefined;
-    if (first && typeUrl === CLUSTER && r.chance(0.25)) {
+    if (first && typeUrl === CLUSTER && r.chance(0.4)) {
       c.subs.set(typeUrl, ['*']);
       return { op: 'request', client, typeUrl, subscribe: [], unsubscribe: [] };
     }

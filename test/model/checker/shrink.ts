@@ -44,8 +44,10 @@ export async function shrink(
     const same = !r.ok && r.divergence?.kind === kind;
     opts.log?.(`  shrink replay ${replays}: ${countSteps(candidate)} steps -> ${r.ok ? 'ok' : r.divergence!.kind}${same ? ' (kept)' : ''}`);
     if (same) {
-      // A failure may come earlier in the shorter run; cut there too.
-      best = candidate.slice(0, r.divergence!.entry + 1);
+      // Steps the replay skipped (they lost what they needed) go, and so does
+      // everything after the failure, which may now come earlier.
+      best = r.executed.slice(0, r.divergence!.executedEntry + 1);
+      if (best.length === 0) best = candidate.slice(0, r.divergence!.entry + 1);
       bestResult = r;
     }
     return same;
