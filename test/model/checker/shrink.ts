@@ -31,6 +31,7 @@ export async function shrink(
   const deadline = Date.now() + (opts.maxMs ?? 240_000);
   const t0 = Date.now();
   const kind = failed.divergence?.kind;
+  const marks = signature(failed);
   let replays = 0;
   // Nothing after the entry where it failed can matter.
   let best: RunEntry[] = run.slice(0, (failed.divergence?.entry ?? run.length - 1) + 1);
@@ -41,7 +42,8 @@ export async function shrink(
     if (candidate.length === 0) return false;
     replays++;
     const r = await runSteps(candidate, { ...runOpts, log: undefined });
-    const same = !r.ok && r.divergence?.kind === kind;
+    // The same kind of failure, about at least one of the same things (versions aside).
+    const same = !r.ok && r.divergence?.kind === kind && [...signature(r)].some((x) => marks.has(x));
     opts.log?.(`  shrink replay ${replays}: ${countSteps(candidate)} steps -> ${r.ok ? 'ok' : r.divergence!.kind}${same ? ' (kept)' : ''}`);
     if (same) {
       // Steps the replay skipped (they lost what they needed) go, and so does
@@ -74,4 +76,15 @@ export async function shrink(
     }
   }
   return { run: best, result: bestResult, replays, ms: Date.now() - t0 };
+}
+
+/** The lines of a failure message with versions and time bounds taken out: what it is about. */
+function signature(r: RunResult): Set<string> {
+  const msg = r.divergence?.message ?? '';
+  const lines = msg
+    .split('\n')
+    .map((l) => l.trim().replace(/@\d+/g, '@').replace(/version \d+/g, 'version').replace(/holding \d+/g, 'holding').replace(/within \d+ ms/, ''))
+    .filter((l) => l && !l.startsWith('upstream [') && !l.startsWith('#') && !/^no quiet state/.test(l));
+  // Envoy-style rejects name a response nonce; what matters is the problem.
+  return new Set(lines.map((l) => l.replace(/response \S+:/g, 'response:')));
 }
