@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
 import { generate, runSteps, type RunResult } from './model/checker';
+import { REGRESSIONS } from './model/checker/regressions';
 import { redisSkip } from './support/redis-server';
 
 interface Case {
@@ -42,5 +43,18 @@ for (const c of CASES) {
     const run = generate(c.seed, { steps: c.steps, redis: c.redis, unsubscribeGraceMs: c.grace });
     const r = await runSteps(run, { unsubscribeGraceMs: c.grace, redis: c.redis });
     assert.ok(r.ok, explain(c, r));
+  });
+}
+
+// Shrunk runs that failed: each replays exactly (see test/model/checker/regressions.ts).
+for (const r of REGRESSIONS) {
+  test(r.behaviour, {
+    ...(r.todo ? { todo: r.todo } : {}),
+    skip: r.redis ? redisSkip('modelcheck regression on Redis') : false,
+    timeout: 60_000,
+  }, async () => {
+    const result = await runSteps(r.run, { unsubscribeGraceMs: r.unsubscribeGraceMs, redis: r.redis });
+    const d = result.divergence;
+    assert.ok(result.ok, d ? `${d.kind} at entry ${d.entry} ${JSON.stringify(d.step)}\n${d.message}` : '');
   });
 }

@@ -1,5 +1,6 @@
 /**
  * npm run modelcheck -- --seeds 1..N --steps K [--redis] [--grace MS] [--verbose] [--no-shrink]
+ * npm run modelcheck -- --regressions     (replay the shrunk runs of checker/regressions.ts)
  *
  * One line per seed (ok / DIVERGENCE); a divergence prints what went wrong and
  * the shrunk run as a TypeScript array to paste into a regression test. Exit
@@ -8,6 +9,7 @@
 import { formatRun, generate, runSteps, shrink, type RunOptions } from './checker';
 import { modelOptions } from './checker/universe';
 import { RuleCoverage } from './coverage';
+import { REGRESSIONS } from './checker/regressions';
 
 interface Args {
   seeds: number[];
@@ -16,6 +18,7 @@ interface Args {
   grace: number;
   verbose: boolean;
   shrink: boolean;
+  regressions: boolean;
 }
 
 function parseSeeds(text: string): number[] {
@@ -31,7 +34,7 @@ function parseSeeds(text: string): number[] {
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { seeds: [1], steps: 40, redis: false, grace: 0, verbose: false, shrink: true };
+  const args: Args = { seeds: [1], steps: 40, redis: false, grace: 0, verbose: false, shrink: true, regressions: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     const value = (): string => {
@@ -45,6 +48,7 @@ function parseArgs(argv: string[]): Args {
     else if (a === '--redis') args.redis = true;
     else if (a === '--verbose') args.verbose = true;
     else if (a === '--no-shrink') args.shrink = false;
+    else if (a === '--regressions') args.regressions = true;
     else throw new Error(`unknown argument ${a}`);
   }
   if (!Number.isInteger(args.steps) || args.steps < 1) throw new Error('--steps: expected a positive integer');
@@ -52,9 +56,23 @@ function parseArgs(argv: string[]): Args {
   return args;
 }
 
+/** Replays every shrunk run; one line each (still failing / fixed). */
+async function replayRegressions(log: ((l: string) => void) | undefined): Promise<number> {
+  let failing = 0;
+  for (const r of REGRESSIONS) {
+    const result = await runSteps(r.run, { unsubscribeGraceMs: r.unsubscribeGraceMs, redis: r.redis, ...(log ? { log } : {}) });
+    const d = result.divergence;
+    if (d) failing++;
+    process.stdout.write(`${d ? 'FAILS' : 'ok   '} ${r.behaviour}${d ? `\n      ${d.kind}: ${d.message.split('\n').slice(0, 3).join(' | ')}` : ''}\n`);
+  }
+  process.stdout.write(`${REGRESSIONS.length - failing}/${REGRESSIONS.length} regressions pass\n`);
+  return failing ? 1 : 0;
+}
+
 async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));
   const log = args.verbose ? (l: string): void => void process.stdout.write(`${l}\n`) : undefined;
+  if (args.regressions) return replayRegressions(log);
   const coverage = new RuleCoverage(modelOptions());
   const runOpts: RunOptions = { unsubscribeGraceMs: args.grace, redis: args.redis, coverage, ...(log ? { log } : {}) };
   const failed: number[] = [];
