@@ -134,6 +134,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     onResponse: (u, update) => engine?.onResponse(u, update),
     versionsFor: (typeUrl, names) => engine?.versionsFor(typeUrl, names) ?? {},
     onRejectedNames: (u, typeUrl, names) => engine?.onRejectedNames(u, typeUrl, names),
+    hasServed: (typeUrl, name) => engine?.hasServed(typeUrl, name) ?? false,
   };
   const upstreamParts: UpstreamParts = { sink, node, metrics, logger, maxRequestBytes: config.maxResponseBytes ?? DEFAULTS.maxResponseBytes };
   for (const a of config.authorities) upstreams.set(a.name, createUpstream(a.name, a.uris, a.tls, upstreamParts));

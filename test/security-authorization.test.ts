@@ -187,8 +187,25 @@ async function limitEndsOnlyThatStream(limits: Partial<Limits>, misbehave: (c: R
   });
 }
 
-test('a name longer than --max-name-length ends only that stream with RESOURCE_EXHAUSTED', T, async () => {
-  await limitEndsOnlyThatStream({ maxNameLength: 100 }, (c) => c.subscribe(CLUSTER, [xdstp('a', CLUSTER, 'n'.repeat(200))]), 'name_length');
+test('a name longer than --max-name-length is refused alone; the stream and its other names go on', T, async () => {
+  await withRelay({ config: security({ limits: { maxNameLength: 100 } }) }, async ({ origin, client, relay }) => {
+    const ok = xdstp('a', CLUSTER, 'ok');
+    const long = xdstp('a', CLUSTER, 'n'.repeat(200));
+    origin.setResource(CLUSTER, ok, 'ok', 'v1');
+    const c = client();
+    c.subscribe(CLUSTER, [long, ok]);
+    await c.waitForRemoved(CLUSTER, long);
+    await c.waitForVersion(CLUSTER, ok, 'v1');
+    origin.setResource(CLUSTER, ok, 'ok', 'v2');
+    await c.waitForVersion(CLUSTER, ok, 'v2');
+    assert.equal(c.status, undefined, 'the stream stays open');
+    assert.ok(!origin.everSubscribed().includes(long), 'the long name never reaches the control plane');
+    await pollUntil(
+      async () => metricValue(parsePrometheus(await relay.metrics.registry.metrics()), 'xdstp_relay_limit_exceeded_total', { limit: 'name_length' }) === 1,
+      'xdstp_relay_limit_exceeded_total{limit="name_length"} counted',
+    );
+    assertWellFormed(c);
+  });
 });
 
 test('more subscriptions than --max-subscriptions-per-stream end only that stream with RESOURCE_EXHAUSTED', T, async () => {

@@ -136,6 +136,10 @@ class RecordingSink implements UpstreamSink {
   versionsFor(): Record<string, string> {
     return {};
   }
+  hasServed(): boolean {
+    return false;
+  }
+
   onRejectedNames(_u: UpstreamPort, typeUrl: string, names: string[]): void {
     this.rejected.push({ typeUrl, names });
     this.events.emit('change');

@@ -334,3 +334,65 @@ test('a single-name probe that ends a stream on which nothing was confirmed yet 
   assert.deepEqual(bisect.streamEnded(1001), [], 'no earlier request was confirmed on that stream');
   assert.equal(bisect.holds(LISTENER, L('lone')), true, 'still under suspicion');
 });
+
+test('a stream ended by the server going away blames no name: the probe under way is sent again whole', () => {
+  const bisect = new PoisonBisect({ settleMs: SETTLE, isDesired: () => true });
+  const group = [{ typeUrl: LISTENER, name: L('a') }, { typeUrl: LISTENER, name: L('b') }];
+  bisect.streamOpened();
+  bisect.recordSent(group, 0);
+  bisect.streamEnded(1);
+  bisect.streamOpened();
+  assert.deepEqual(bisect.nextProbe(1000), group);
+  assert.deepEqual(bisect.streamEnded(1001, false), []);
+  bisect.streamOpened();
+  assert.deepEqual(bisect.nextProbe(2000), group, 'not halved: the restart said nothing about the names');
+});
+
+test('an ordinary request cut short by the server going away makes no suspects', () => {
+  const bisect = new PoisonBisect({ settleMs: SETTLE, isDesired: () => true });
+  bisect.streamOpened();
+  bisect.recordSent([{ typeUrl: LISTENER, name: L('x') }], 0);
+  assert.deepEqual(bisect.streamEnded(1, false), []);
+  assert.equal(bisect.active, false);
+  assert.equal(bisect.holds(LISTENER, L('x')), false);
+});
+
+test('a single name is rejected only when its own probe ends the stream twice', () => {
+  const bisect = new PoisonBisect({ settleMs: SETTLE, isDesired: () => true });
+  const p = { typeUrl: LISTENER, name: L('lone') };
+  const other = { typeUrl: LISTENER, name: L('other') };
+  bisect.streamOpened();
+  bisect.recordSent([p], 0);
+  bisect.streamEnded(1);
+  let t = 1000;
+  const probeAfterConfirmedRequest = (): NamePair[] => {
+    bisect.streamOpened();
+    bisect.recordSent([other], t);
+    assert.deepEqual(bisect.nextProbe(t + SETTLE), [p]);
+    const rejected = bisect.streamEnded(t + SETTLE + 1);
+    t += 10 * SETTLE;
+    return rejected;
+  };
+  assert.deepEqual(probeAfterConfirmedRequest(), [], 'one strike');
+  assert.deepEqual(probeAfterConfirmedRequest(), [p], 'two strikes');
+});
+
+test('a name unsubscribed and subscribed again while its probe is out is probed again', () => {
+  const desired = new Set([L('x'), L('y')]);
+  const bisect = new PoisonBisect({ settleMs: SETTLE, isDesired: (_t, n) => desired.has(n) });
+  const x = { typeUrl: LISTENER, name: L('x') };
+  const y = { typeUrl: LISTENER, name: L('y') };
+  bisect.streamOpened();
+  bisect.recordSent([x, y], 0);
+  bisect.streamEnded(1);
+  bisect.streamOpened();
+  assert.deepEqual(bisect.nextProbe(1000), [x, y]);
+  // The client reconnects: its name is unsubscribed upstream, then subscribed again.
+  desired.delete(x.name);
+  bisect.forget(x.typeUrl, x.name);
+  desired.add(x.name);
+  bisect.enqueue([x]);
+  // Once the first probe is confirmed, the name goes out again: the unsubscribe came after that probe.
+  assert.deepEqual(bisect.nextProbe(1000 + SETTLE), [x]);
+  assert.equal(bisect.holds(LISTENER, y.name), false, 'the rest of the first probe is cleared');
+});

@@ -1,5 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import type { SubscriptionEngine } from '../hub/engine';
+import type { FanOut } from '../hub/fan-out';
 import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
 import type { Node } from '../proto/messages';
@@ -175,18 +176,14 @@ export abstract class AdsStream implements StreamPort {
   }
 
   /**
-   * Per-stream limits, checked before a request is applied: each subscribed
-   * name's length, the rate of subscription changes, and the subscriptions the
-   * stream would hold. A breach ends this stream only, with RESOURCE_EXHAUSTED.
+   * Request-level limits, checked before a request is applied: the rate of
+   * subscription changes and the subscriptions the stream would hold. A
+   * breach ends this stream only, with RESOURCE_EXHAUSTED. (A name that is
+   * too long is refused alone: see refuseTooLong.)
    */
-  protected withinLimits(subscribe: readonly string[], changes: number, added: number): boolean {
+  protected withinLimits(changes: number, added: number): boolean {
     const limits = this.opts.limits;
     if (!limits) return true;
-    for (const name of subscribe) {
-      if (name.length > limits.maxNameLength || Buffer.byteLength(name) > limits.maxNameLength) {
-        return this.exhausted('name_length', `a resource name is longer than ${limits.maxNameLength} bytes`);
-      }
-    }
     if (changes > 0 && this.changeBudget && !this.changeBudget.take(changes)) {
       return this.exhausted('subscription_rate', `more than ${limits.subscriptionRate} subscription changes per second`);
     }
@@ -198,6 +195,29 @@ export abstract class AdsStream implements StreamPort {
       }
     }
     return true;
+  }
+
+  /**
+   * Names longer than --max-name-length are refused one by one, like a name
+   * no upstream serves (answered as not existing, counted, logged); the
+   * request's other names and the stream go on. Returns the names left.
+   */
+  protected refuseTooLong(state: SubscriptionState, names: readonly string[], fan: FanOut): readonly string[] {
+    const max = this.opts.limits?.maxNameLength;
+    if (max === undefined) return names;
+    let kept: string[] | undefined;
+    for (let i = 0; i < names.length; i++) {
+      const name = names[i];
+      // A UTF-16 unit is at most 3 UTF-8 bytes: most names need no byte count.
+      if (name.length * 3 <= max || Buffer.byteLength(name) <= max) {
+        kept?.push(name);
+        continue;
+      }
+      kept ??= names.slice(0, i);
+      this.opts.metrics.security.limitExceeded.inc({ limit: 'name_length' });
+      state.refuse(name, 'name_length', `a resource name is longer than ${max} bytes`, fan);
+    }
+    return kept ?? names;
   }
 
   private exhausted(limit: string, why: string): false {

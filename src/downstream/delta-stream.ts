@@ -14,7 +14,7 @@ export class DeltaStream extends AdsStream {
     const req = decodeDeltaRequest(bytes);
     this.noteNode(req.node);
     if (!this.requireTypeUrl(req.typeUrl)) return;
-    if (!this.withinLimits(req.subscribe, req.subscribe.length + req.unsubscribe.length, req.subscribe.length)) return;
+    if (!this.withinLimits(req.subscribe.length + req.unsubscribe.length, req.subscribe.length)) return;
     const first = !this.states.has(req.typeUrl);
     const state = this.stateFor(req.typeUrl);
     if (req.nonce !== '') {
@@ -24,7 +24,7 @@ export class DeltaStream extends AdsStream {
         state.ack(req.nonce);
       }
     }
-    let subscribe = req.subscribe;
+    let subscribe: readonly string[] = req.subscribe;
     // Legacy wildcard: the first request of a Listener or Cluster stream names
     // nothing. It lasts until `*` is explicitly unsubscribed; naming more
     // resources later adds to it (spec 001, "how a client specifies resources").
@@ -38,6 +38,7 @@ export class DeltaStream extends AdsStream {
     const fan = new FanOut();
     if (req.unsubscribe.length > 0) state.unsubscribe(req.unsubscribe, fan);
     if (first) state.setInitialVersions(req.initialVersions);
+    subscribe = this.refuseTooLong(state, subscribe, fan);
     if (subscribe.length > 0) state.subscribe(subscribe, fan, first ? req.initialVersions : undefined);
     fan.finish();
   }

@@ -47,10 +47,11 @@ export class SotwStream extends AdsStream {
     const added: string[] = [];
     for (const name of want) if (!state.names.has(name)) added.push(name);
     if (gone.length === 0 && added.length === 0) return;
-    if (!this.withinLimits(added, added.length + gone.length, added.length - gone.length)) return;
+    if (!this.withinLimits(added.length + gone.length, added.length - gone.length)) return;
     const fan = new FanOut();
     if (gone.length > 0) state.unsubscribe(gone, fan);
-    if (added.length > 0) state.subscribe(added, fan);
+    const allowed = this.refuseTooLong(state, added, fan);
+    if (allowed.length > 0) state.subscribe(allowed, fan);
     fan.finish();
   }
 }

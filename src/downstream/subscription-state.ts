@@ -1,10 +1,10 @@
 import type { CacheEntry, Variant } from '../cache/memory-cache';
-import type { SubscriptionEngine } from '../hub/engine';
 import type { FanOut, FanOutTarget } from '../hub/fan-out';
 import { WILDCARD } from '../hub/routing';
 import type { Subscription } from '../hub/subscription';
-import { forEachSpelling, type Spellings, type Watcher } from '../hub/types';
+import { forEachSpelling, type Spellings, type SubscriptionPort, type WatchUpdate, type Watcher } from '../hub/types';
 import type { ResourceErrorInfo } from '../proto/resource-error';
+import { ClaimCheck } from './claim-check';
 
 /** Marker stored in `held` for a name the client has been told does not exist. */
 export const TOLD_ABSENT = '\u0000absent';
@@ -25,6 +25,19 @@ export interface Pending {
   errors: ResourceErrorInfo[];
   /** Send a response even if it is empty (the first answer to a wildcard). */
   forced: boolean;
+  /** A name was queued again this round after the client was made to hold it anew ("send it again"). */
+  resent?: boolean;
+}
+
+/** Removes `name` from a pending list in place (lists stay small where this is called). */
+function dropName(names: string[], name: string): void {
+  const i = names.indexOf(name);
+  if (i >= 0) names.splice(i, 1);
+}
+
+function dropVariant(adds: Variant[], name: string): void {
+  const i = adds.findIndex((v) => v.name === name);
+  if (i >= 0) adds.splice(i, 1);
 }
 
 /** One protocol's way of turning a client's pending changes into responses (delta, SotW). */
@@ -102,6 +115,10 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   lastNonce = '';
   /** Names a reconnecting client listed as held, not yet confirmed by a known collection. */
   private initialNames: Set<string> | undefined;
+  /** Collection keys (globs, the wildcard) this client subscribes → how many of its spellings name each. */
+  private readonly collections = new Map<string, number>();
+  /** Listed glob members whose existence is being asked upstream (see ClaimCheck). */
+  private claimChecks: Map<string, ClaimCheck> | undefined;
   /** The wildcard was subscribed and has not been answered yet. */
   private owesWildcardAnswer = false;
   private pending: Pending | undefined;
@@ -111,7 +128,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   constructor(
     readonly typeUrl: string,
     private readonly stream: StreamPort,
-    private readonly engine: SubscriptionEngine,
+    private readonly engine: SubscriptionPort,
     private readonly builder: ResponseBuilder,
     keepsWorld: boolean,
   ) {
@@ -154,7 +171,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
       }
       const existing = this.names.get(name);
       if (existing === null) {
-        this.held.delete(name);
+        this.resend(name);
         this.answerRefused(name, fan);
         continue;
       }
@@ -164,18 +181,33 @@ export class SubscriptionState implements Watcher, FanOutTarget {
         this.engine.answer(this, existing, name, fan);
         continue;
       }
-      const joined = this.engine.join(this, name);
+      // A newly named resource is sent even if held, unless the reconnect listed it.
+      const heldBefore = this.held.get(name);
+      if (!initial?.has(name)) this.resend(name);
+      if (name === WILDCARD) this.owesWildcardAnswer = true;
+      const joined = this.engine.subscribe(this, name, fan);
       if (!('key' in joined)) {
-        this.names.set(name, null);
-        this.stream.refused(this, name, joined.reason, joined.message);
-        this.answerRefused(name, fan);
+        if (name === WILDCARD) this.owesWildcardAnswer = false;
+        if (heldBefore !== undefined && !initial?.has(name)) this.held.set(name, heldBefore);
+        this.refuse(name, joined.reason, joined.message, fan);
         continue;
       }
       this.names.set(name, joined);
-      if (!initial?.has(name)) this.held.delete(name);
-      if (name === WILDCARD) this.owesWildcardAnswer = true;
-      this.engine.answer(this, joined, name, fan);
+      if (joined.isCollection) {
+        this.collections.set(joined.key, (this.collections.get(joined.key) ?? 0) + 1);
+        if (!joined.answered) this.checkClaims(joined, fan);
+      }
     }
+  }
+
+  /**
+   * `name` is refused for this client (unroutable, denied, over a limit): it
+   * is answered as not existing and stays refused until unsubscribed.
+   */
+  refuse(name: string, reason: string, message: string, fan: FanOut): void {
+    this.names.set(name, null);
+    this.stream.refused(this, name, reason, message);
+    this.answerRefused(name, fan);
   }
 
   /** Unsubscribes `names`; a name still covered by one of the client's collections is answered again. */
@@ -189,20 +221,22 @@ export class SubscriptionState implements Watcher, FanOutTarget {
         this.owesWildcardAnswer = false;
       }
       if (sub === null) {
-        this.held.delete(name);
+        this.dropHeld(name);
         continue;
       }
       this.engine.leave(this, sub, name);
       if (sub.isCollection) {
-        for (const m of this.engine.store.members(sub.key)) {
-          if (this.names.has(m.name) || this.coveredByCollection(m.name) !== undefined) continue;
-          this.held.delete(m.name);
-          this.world?.delete(m.name);
+        this.dropCollection(sub.key);
+        // The client drops what it held through the collection. Judged from
+        // what it holds, not from the cache: leaving may just have evicted the
+        // members, and a client told them again later must get them again.
+        for (const held of this.heldThrough(sub.key)) {
+          if (this.names.has(held) || this.covered(held)) continue;
+          this.dropHeld(held);
         }
-        this.held.delete(name);
+        this.dropHeld(name);
       } else {
-        this.held.delete(name);
-        this.world?.delete(name);
+        this.dropHeld(name);
         this.answerStillCovered(name, fan);
       }
     }
@@ -210,8 +244,11 @@ export class SubscriptionState implements Watcher, FanOutTarget {
 
   /** The stream is gone: leave every subscription. */
   close(): void {
+    if (this.claimChecks) for (const check of this.claimChecks.values()) check.cancel();
+    this.claimChecks = undefined;
     for (const [name, sub] of this.names) if (sub) this.engine.leave(this, sub, name);
     this.names.clear();
+    this.collections.clear();
     this.pending = undefined;
     this.backlog = undefined;
   }
@@ -223,34 +260,57 @@ export class SubscriptionState implements Watcher, FanOutTarget {
    * reported removed.
    */
   private answerStillCovered(name: string, fan: FanOut): void {
-    const coll = this.coveredByCollection(name);
-    if (coll === undefined) return;
+    if (!this.covered(name)) return;
     const key = this.engine.heldKey(this.typeUrl, name);
-    const entry = key ? this.engine.store.get(key.key) : undefined;
+    const entry = key ? this.engine.current(key.key) : undefined;
     if (entry) {
-      this.held.delete(entry.name);
+      this.resend(entry.name);
       this.offer(entry.name, entry.variant(entry.name, false), fan);
     } else {
       this.queueRemove(name, fan);
     }
   }
 
-  /** The collection subscription of this client that covers resource `name`, if any. */
-  private coveredByCollection(name: string): Subscription | undefined {
+  /** Whether one of this client's collections (a glob, or the wildcard) covers resource `name`. */
+  private covered(name: string): boolean {
+    if (this.collections.size === 0) return false;
     const key = this.engine.heldKey(this.typeUrl, name);
-    if (!key) return undefined;
-    const coll = this.engine.subscription(key.collection);
-    return coll && coll.watchers.has(this) ? coll : undefined;
+    return key !== undefined && this.collections.has(key.collection);
+  }
+
+  private dropCollection(key: string): void {
+    const n = (this.collections.get(key) ?? 0) - 1;
+    if (n > 0) this.collections.set(key, n);
+    else this.collections.delete(key);
+  }
+
+  /** Names the client holds that are members of collection `key` (a snapshot: callers change `held`). */
+  private heldThrough(key: string): string[] {
+    const out: string[] = [];
+    for (const name of this.held.keys()) if (this.engine.heldKey(this.typeUrl, name)?.collection === key) out.push(name);
+    return out;
   }
 
   /** Re-subscribing means "send it again": forget what the client was sent under `spelling`. */
   private forgetHeld(sub: Subscription, spelling: string): void {
-    if (!sub.isCollection) {
-      this.held.delete(spelling);
-      return;
-    }
-    this.held.delete(spelling);
-    for (const m of this.engine.store.members(sub.key)) this.held.delete(m.name);
+    this.resend(spelling);
+    if (sub.isCollection) for (const name of this.heldThrough(sub.key)) this.resend(name);
+  }
+
+  /** "Send it again": the client counts as not holding `name`; a copy already queued this round is then replaced, not repeated. */
+  private resend(name: string): void {
+    if (this.held.delete(name) && this.pending) this.pending.resent = true;
+  }
+
+  /** The client stopped subscribing anything that covers `name`: it drops it, and nothing still queued for it goes out. */
+  private dropHeld(name: string): void {
+    this.held.delete(name);
+    this.world?.delete(name);
+    this.backlog?.delete(name);
+    const p = this.pending;
+    if (!p) return;
+    if (p.adds.length > 0) dropVariant(p.adds, name);
+    if (p.removes.length > 0) dropName(p.removes, name);
   }
 
   /** A refused name: removed for a resource or glob; the wildcard still gets its (empty) first answer. */
@@ -354,45 +414,70 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     if (!prior.has(name)) prior.set(name, before);
   }
 
-  // --- engine callbacks (Watcher) ---------------------------------------
+  // --- what the engine tells (Watcher) --------------------------------------
 
-  resource(sub: Subscription, spellings: Spellings, entry: CacheEntry, fan: FanOut, keepHeld: boolean): boolean {
-    let kept = true;
-    if (!sub.isCollection) {
-      forEachSpelling(spellings, (s) => {
-        if (keepHeld && this.holdsOther(s, entry.version)) kept = false;
-        else this.offer(s, entry.variant(s, this.stream.supportsTtl), fan);
-      });
-      return kept;
+  update(sub: Subscription, spellings: Spellings, update: WatchUpdate, fan: FanOut): boolean {
+    switch (update.kind) {
+      case 'changed':
+        return sub.isCollection
+          ? this.memberChanged(spellings, update.entry, update.keepHeld, fan)
+          : this.singletonChanged(spellings, update.entry, update.keepHeld, fan);
+      case 'does-not-exist':
+        if (!sub.isCollection) this.singletonAbsent(spellings, update.keepHeld, fan);
+        else if (update.member !== undefined) this.memberGone(update.member, fan);
+        else this.collectionEmpty(sub, spellings, update.keepHeld, fan);
+        return true;
+      case 'error':
+        this.errorReported(sub, spellings, update.name, update.error, fan);
+        return true;
+      case 'heartbeat':
+        this.heartbeat(spellings, update.entry, fan);
+        return true;
+      case 'complete':
+        this.collectionComplete(sub, update.members, fan);
+        return true;
+      case 'withdrawn':
+        this.withdrawn(sub, spellings, update.members, fan);
+        return true;
     }
+  }
+
+  /** The singleton's content, under each spelling the client used. */
+  private singletonChanged(spellings: Spellings, entry: CacheEntry, keepHeld: boolean, fan: FanOut): boolean {
+    let kept = true;
+    forEachSpelling(spellings, (s) => {
+      if (keepHeld && this.holdsOther(s, entry.version)) kept = false;
+      else this.offer(s, entry.variant(s, this.stream.supportsTtl), fan);
+    });
+    return kept;
+  }
+
+  /** A member of a collection, under its canonical name. */
+  private memberChanged(spellings: Spellings, entry: CacheEntry, keepHeld: boolean, fan: FanOut): boolean {
     if (keepHeld && this.holdsOther(entry.name, entry.version)) return false;
     // The collection is no longer empty.
     forEachSpelling(spellings, (s) => {
       if (this.held.get(s) === TOLD_ABSENT) this.held.delete(s);
     });
     this.owesWildcardAnswer = false;
-    this.initialNames?.delete(entry.name);
+    if (this.initialNames) this.claimSettled(entry.name);
     this.offer(entry.name, entry.variant(entry.name, false), fan);
     return true;
   }
 
-  removed(sub: Subscription, spellings: Spellings, name: string, fan: FanOut): void {
-    if (!sub.isCollection) {
-      forEachSpelling(spellings, (s) => this.tellAbsent(s, fan));
-      return;
-    }
+  private singletonAbsent(spellings: Spellings, keepHeld: boolean, fan: FanOut): void {
+    forEachSpelling(spellings, (s) => {
+      if (!(keepHeld && this.holdsOther(s))) this.tellAbsent(s, fan);
+    });
+  }
+
+  private memberGone(name: string, fan: FanOut): void {
     // A name the client also subscribes by itself hears about it through that subscription.
     if (this.names.has(name)) return;
     this.retract(name, fan);
   }
 
-  absent(sub: Subscription, spellings: Spellings, fan: FanOut, keepHeld: boolean): void {
-    if (!sub.isCollection) {
-      forEachSpelling(spellings, (s) => {
-        if (!(keepHeld && this.holdsOther(s))) this.tellAbsent(s, fan);
-      });
-      return;
-    }
+  private collectionEmpty(sub: Subscription, spellings: Spellings, keepHeld: boolean, fan: FanOut): void {
     // Fleet mode, upstream away: the client may hold members from another relay.
     if (keepHeld && this.held.size > 0) return;
     if (sub.kind === 'wildcard') {
@@ -403,21 +488,61 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     forEachSpelling(spellings, (s) => this.tellAbsent(s, fan));
   }
 
-  collectionKnown(sub: Subscription, _spellings: Spellings, fan: FanOut): void {
+  /** The collection's content is known: members the reconnecting client listed and that are not in it are gone. */
+  private collectionComplete(sub: Subscription, members: readonly CacheEntry[], fan: FanOut): void {
     if (sub.kind === 'wildcard' && this.owesWildcardAnswer) this.forceAnswer(fan);
     const initial = this.initialNames;
     if (!initial) return;
-    const { store } = this.engine;
-    for (const name of initial) {
+    let present: Set<string> | undefined;
+    for (const name of [...initial]) {
       const key = this.engine.heldKey(this.typeUrl, name);
       if (!key || key.collection !== sub.key) continue;
-      initial.delete(name);
-      if (!this.names.has(name) && !store.get(key.key)) this.retract(name, fan);
+      this.claimSettled(name);
+      present ??= new Set(members.map((m) => m.key));
+      if (!this.names.has(name) && !present.has(key.key)) this.retract(name, fan);
     }
-    if (initial.size === 0) this.initialNames = undefined;
   }
 
-  error(sub: Subscription, spellings: Spellings, name: string, error: ResourceErrorInfo, fan: FanOut): void {
+  /**
+   * Members of `coll` the reconnecting client listed that the relay does not
+   * hold: until the collection's content is known, each is asked upstream by
+   * itself, so a member deleted while the client was away is reported gone
+   * even when no response can be told apart as the collection's answer.
+   */
+  private checkClaims(coll: Subscription, fan: FanOut): void {
+    const initial = this.initialNames;
+    if (!initial) return;
+    for (const name of initial) {
+      if (this.names.has(name) || this.claimChecks?.has(name)) continue;
+      const key = this.engine.heldKey(this.typeUrl, name);
+      if (!key || key.collection !== coll.key || this.engine.current(key.key)) continue;
+      const check = new ClaimCheck(this.typeUrl, this.identity, this.engine, name, (n, entry, f) => this.claimAnswered(n, entry, f));
+      (this.claimChecks ??= new Map()).set(name, check);
+      if (!check.start(fan)) this.claimChecks.delete(name);
+    }
+  }
+
+  /** A listed member's fate is known: it is no longer a claim to reconcile. */
+  private claimSettled(name: string): void {
+    const initial = this.initialNames;
+    if (!initial?.delete(name)) return;
+    if (initial.size === 0) this.initialNames = undefined;
+    const check = this.claimChecks?.get(name);
+    if (!check) return;
+    this.claimChecks!.delete(name);
+    check.cancel();
+  }
+
+  private claimAnswered(name: string, entry: CacheEntry | undefined, fan: FanOut): void {
+    this.claimChecks?.delete(name);
+    if (!this.initialNames?.has(name)) return;
+    this.claimSettled(name);
+    if (this.names.has(name) || !this.covered(name)) return;
+    if (entry) this.offer(name, entry.variant(name, false), fan);
+    else this.retract(name, fan);
+  }
+
+  private errorReported(sub: Subscription, spellings: Spellings, name: string, error: ResourceErrorInfo, fan: FanOut): void {
     const p = this.pendingFor(fan);
     if (p.errors === NO_ERRORS) p.errors = [];
     // Under the name the client knows: a member's canonical name, or each spelling of a singleton.
@@ -426,24 +551,27 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     else forEachSpelling(spellings, (s) => p.errors.push(as(s)));
   }
 
-  heartbeat(_sub: Subscription, spellings: Spellings, beat: CacheEntry, fan: FanOut): void {
+  private heartbeat(spellings: Spellings, beat: CacheEntry, fan: FanOut): void {
     if (!this.stream.supportsTtl) return;
     forEachSpelling(spellings, (s) => {
       if (this.held.get(s) === beat.version) this.pendingFor(fan).adds.push(beat.variant(s, true));
     });
   }
 
-  withdrawn(sub: Subscription, spellings: Spellings, fan: FanOut): void {
+  /** The engine dropped these spellings: they stay refused, and what they covered is taken back. */
+  private withdrawn(sub: Subscription, spellings: Spellings, members: readonly CacheEntry[], fan: FanOut): void {
     forEachSpelling(spellings, (s) => {
       if (this.names.get(s) !== sub) return;
       this.names.set(s, null);
-      if (!sub.isCollection) {
+      if (sub.isCollection) {
+        this.dropCollection(sub.key);
+      } else {
         this.world?.delete(s);
         this.tellAbsent(s, fan);
       }
     });
     if (!sub.isCollection) return;
-    for (const m of this.engine.store.members(sub.key)) if (!this.names.has(m.name)) this.retract(m.name, fan);
+    for (const m of members) if (!this.names.has(m.name)) this.retract(m.name, fan);
     if (sub.kind === 'glob') forEachSpelling(spellings, (s) => this.tellAbsent(s, fan));
   }
 
@@ -466,12 +594,18 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     this.notePrior(name);
     this.held.set(name, variant.version);
     this.world?.set(name, variant);
-    this.pendingFor(fan).adds.push(variant);
+    // One response never names a resource twice, nor adds and removes it (Envoy NACKs both): the last word wins.
+    const p = this.pendingFor(fan);
+    if (p.removes.length > 0) dropName(p.removes, name);
+    if (p.resent) dropVariant(p.adds, name);
+    p.adds.push(variant);
   }
 
   private queueRemove(name: string, fan: FanOut): void {
     const p = this.pendingFor(fan);
+    if (p.adds.length > 0) dropVariant(p.adds, name);
     if (p.removes === NO_NAMES) p.removes = [];
+    else if (p.removes.includes(name)) return;
     p.removes.push(name);
   }
 

@@ -7,9 +7,9 @@ import { splitResource, type ResourceParts } from '../proto/resource-bytes';
 import type { ResourceErrorInfo } from '../proto/resource-error';
 import type { UpstreamPort, UpstreamSink, UpstreamUpdate } from '../upstream/types';
 import { FanOut } from './fan-out';
-import { WILDCARD, isRejection, legacyKey, type DropReason, type Rejection, type ResourceKey, type Router } from './routing';
+import { WILDCARD, isRejection, legacyKey, type DropReason, type ResourceKey, type Router } from './routing';
 import { Subscription } from './subscription';
-import { forEachSpelling, type JoinAuthorizer, type Spellings, type Watcher } from './types';
+import { forEachSpelling, type JoinAuthorizer, type JoinRefusal, type Spellings, type SubscriptionPort, type WatchUpdate, type Watcher } from './types';
 
 /** Payloads of this type are redirects (glob members may be redirected, spec 000). */
 const RESOURCE_LOCATOR_TYPE = 'type.googleapis.com/xds.core.v3.ResourceLocator';
@@ -32,8 +32,14 @@ export interface EngineOptions {
   onDenied?(authority: string | null): void;
 }
 
-/** A join the engine refused: unroutable, or not allowed for the client's identity. */
-export type JoinRefusal = Rejection | { reason: 'denied'; message: string };
+/** Does-not-exist of a singleton, or of a collection's whole content. */
+const ABSENT: WatchUpdate = { kind: 'does-not-exist', member: undefined, keepHeld: false };
+const ABSENT_KEEP_HELD: WatchUpdate = { kind: 'does-not-exist', member: undefined, keepHeld: true };
+
+function changed(entry: CacheEntry, keepHeld: boolean): WatchUpdate {
+  return { kind: 'changed', entry, keepHeld };
+}
+
 
 function addSpelling(spellings: Spellings | undefined, spelling: string): Spellings {
   if (spellings === undefined) return spelling;
@@ -54,7 +60,7 @@ function removeSpelling(spellings: Spellings, spelling: string): Spellings | und
  * store first, then to exactly the watchers whose keys match, as entry
  * changes inside one fan-out round.
  */
-export class SubscriptionEngine implements UpstreamSink {
+export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
   private readonly index = new Map<string, Subscription>();
   /** Resource errors the upstream reported, by key, for later subscribers; they die with the subscription. */
   private readonly errors = new Map<string, ResourceErrorInfo>();
@@ -84,6 +90,10 @@ export class SubscriptionEngine implements UpstreamSink {
     return this.opts.router.heldKey(typeUrl, name);
   }
 
+  current(key: string): CacheEntry | undefined {
+    return this.opts.store.get(key);
+  }
+
   /** Cancels timers; subscriptions are left to die with the process. */
   close(): void {
     for (const sub of this.index.values()) if (sub.graceTimer) clearTimeout(sub.graceTimer);
@@ -92,10 +102,18 @@ export class SubscriptionEngine implements UpstreamSink {
   // --- watchers ------------------------------------------------------------
 
   /**
-   * `watcher` subscribes `spelling`. Returns the subscription it joined (the
-   * caller then asks for its content with `answer`), or why it was refused.
+   * `watcher` subscribes `spelling`: it joins the key's subscription and is
+   * told at once, through its callbacks and inside `fan`, what is known of it
+   * (on a miss the shared tier or the upstream answers later). Returns the
+   * subscription, or why it was refused.
    */
-  join(watcher: Watcher, spelling: string): Subscription | JoinRefusal {
+  subscribe(watcher: Watcher, spelling: string, fan: FanOut): Subscription | JoinRefusal {
+    const joined = this.join(watcher, spelling);
+    if (joined instanceof Subscription) this.answer(watcher, joined, spelling, fan);
+    return joined;
+  }
+
+  private join(watcher: Watcher, spelling: string): Subscription | JoinRefusal {
     const { router, metrics, logger, authorizer } = this.opts;
     const route = router.route(watcher.typeUrl, spelling);
     if (isRejection(route)) {
@@ -149,21 +167,23 @@ export class SubscriptionEngine implements UpstreamSink {
 
   /**
    * Tells `watcher` what is known of `sub` now, under `spellings`, through the
-   * same callbacks as a fan-out; on a miss, the shared tier is read and the
-   * upstream answers. `fromShared`: the content came from the shared tier,
-   * which never replaces a version the client holds.
+   * same callbacks as a fan-out (a client asking again for what it
+   * subscribes); on a miss, the shared tier is read and the upstream answers.
+   * `fromShared`: the content came from the shared tier, which never replaces
+   * a version the client holds.
    */
   answer(watcher: Watcher, sub: Subscription, spellings: Spellings, fan: FanOut, fromShared = false): void {
     const { store, metrics } = this.opts;
     const keepHeld = fromShared || this.keepsHeld(sub);
     const error = this.errors.get(sub.key);
-    if (error) watcher.error(sub, spellings, error.name, error, fan);
+    if (error) watcher.update(sub, spellings, { kind: 'error', name: error.name, error }, fan);
+    const absent = keepHeld ? ABSENT_KEEP_HELD : ABSENT;
     if (!sub.isCollection) {
       const entry = store.get(sub.key);
       if (entry) {
-        if (!watcher.resource(sub, spellings, entry, fan, keepHeld)) store.markDivergent(entry.key);
+        if (!watcher.update(sub, spellings, changed(entry, keepHeld), fan)) store.markDivergent(entry.key);
       } else if (store.isAbsent(sub.key)) {
-        watcher.absent(sub, spellings, fan, keepHeld);
+        watcher.update(sub, spellings, absent, fan);
       } else {
         if (!fromShared && !error) this.miss(watcher, sub);
         return;
@@ -173,15 +193,15 @@ export class SubscriptionEngine implements UpstreamSink {
       if (members.length > 0) {
         for (const m of members) {
           if (!this.memberAllowed(watcher, sub, m.name)) continue;
-          if (!watcher.resource(sub, spellings, m, fan, keepHeld)) store.markDivergent(m.key);
+          if (!watcher.update(sub, spellings, changed(m, keepHeld), fan)) store.markDivergent(m.key);
         }
       } else if (store.isAbsent(sub.key)) {
-        watcher.absent(sub, spellings, fan, keepHeld);
+        watcher.update(sub, spellings, absent, fan);
       } else {
         if (!fromShared) this.miss(watcher, sub);
         return;
       }
-      if (sub.answered && !keepHeld) watcher.collectionKnown(sub, spellings, fan);
+      if (sub.answered && !keepHeld) watcher.update(sub, spellings, { kind: 'complete', members }, fan);
     }
     if (fromShared) metrics.tally.cacheHitsShared++;
     else metrics.tally.cacheHitsMemory++;
@@ -282,12 +302,14 @@ export class SubscriptionEngine implements UpstreamSink {
         if (denied.length === 0) {
           // Still allowed as a whole: members the new policy denies are taken back.
           if (sub.isCollection) {
-            for (const m of this.opts.store.members(sub.key)) if (!this.memberAllowed(watcher, sub, m.name)) watcher.removed(sub, spellings, m.name, fan);
+            for (const m of this.opts.store.members(sub.key)) {
+              if (!this.memberAllowed(watcher, sub, m.name)) watcher.update(sub, spellings, { kind: 'does-not-exist', member: m.name, keepHeld: false }, fan);
+            }
           }
           continue;
         }
         for (const s of denied) this.leave(watcher, sub, s);
-        watcher.withdrawn(sub, denied.length === 1 ? denied[0] : denied, fan);
+        watcher.update(sub, denied.length === 1 ? denied[0] : denied, this.withdrawal(sub), fan);
         withdrawn += denied.length;
       }
     }
@@ -345,6 +367,10 @@ export class SubscriptionEngine implements UpstreamSink {
     }
   }
 
+  private withdrawal(sub: Subscription): WatchUpdate {
+    return { kind: 'withdrawn', members: sub.isCollection ? this.opts.store.members(sub.key) : [] };
+  }
+
   /** The control plane cannot take these names: their subscriptions end and their clients hear they are gone. */
   onRejectedNames(_upstream: UpstreamPort, typeUrl: string, names: string[]): void {
     const fan = new FanOut();
@@ -353,14 +379,27 @@ export class SubscriptionEngine implements UpstreamSink {
       if (isRejection(route)) continue;
       const sub = this.index.get(route.key);
       if (!sub) continue;
+      const withdrawal = this.withdrawal(sub);
       for (const [watcher, spellings] of [...sub.watchers]) {
         forEachSpelling(spellings, (s) => this.leave(watcher, sub, s));
-        watcher.withdrawn(sub, spellings, fan);
+        watcher.update(sub, spellings, withdrawal, fan);
       }
       if (sub.graceTimer) clearTimeout(sub.graceTimer);
       this.release(sub);
     }
     fan.finish();
+  }
+
+  /** Whether the content of upstream name `name` is known: a resource or marker for a singleton, an answer for a collection. */
+  hasServed(typeUrl: string, name: string): boolean {
+    const route = this.opts.router.route(typeUrl, name);
+    if (isRejection(route)) return false;
+    const { store } = this.opts;
+    if (store.isAbsent(route.key)) return true;
+    if (route.kind === 'glob' || route.kind === 'wildcard') {
+      return this.index.get(route.key)?.answered === true || store.memberCount(route.key) > 0;
+    }
+    return store.get(route.key) !== undefined;
   }
 
   /** TTLs ran out: the resources are gone until the upstream sends them again. */
@@ -424,9 +463,10 @@ export class SubscriptionEngine implements UpstreamSink {
       entry = store.put(stored, rk.name, parts);
       if (single) single.refetch = false;
     }
-    if (single) for (const [w, spellings] of single.watchers) w.resource(single, spellings, entry, fan, false);
+    const update = changed(entry, false);
+    if (single) for (const [w, spellings] of single.watchers) w.update(single, spellings, update, fan);
     if (coll) {
-      for (const [w, spellings] of coll.watchers) if (this.memberAllowed(w, coll, entry.name)) w.resource(coll, spellings, entry, fan, false);
+      for (const [w, spellings] of coll.watchers) if (this.memberAllowed(w, coll, entry.name)) w.update(coll, spellings, update, fan);
       // A resource someone also subscribed by itself may answer that subscription, not the collection.
       if (!coll.answered && !single) answered.add(coll);
     }
@@ -437,8 +477,8 @@ export class SubscriptionEngine implements UpstreamSink {
     const entry = this.opts.store.heartbeat(key, parts.version, parts.ttlMs);
     if (!entry || !single) return;
     // The heartbeat's own parts: name, version and ttl without a payload.
-    const beat = new CacheEntry(entry.stored, entry.name, parts);
-    for (const [w, spellings] of single.watchers) w.heartbeat(single, spellings, beat, fan);
+    const update: WatchUpdate = { kind: 'heartbeat', entry: new CacheEntry(entry.stored, entry.name, parts) };
+    for (const [w, spellings] of single.watchers) w.update(single, spellings, update, fan);
   }
 
   private applyRemoval(upstream: UpstreamPort, typeUrl: string, name: string, fan: FanOut, answered: Set<Subscription>): void {
@@ -478,8 +518,14 @@ export class SubscriptionEngine implements UpstreamSink {
     if (single) this.errors.set(rk.key, error);
     // A transient failure keeps the last good copy; anything else means the cached one is no longer valid.
     if (!TRANSIENT_CODES.has(e.code) && !rk.isCollection) this.opts.store.remove(rk.key);
-    if (single) for (const [w, spellings] of single.watchers) w.error(single, spellings, e.name, error, fan);
-    if (coll) for (const [w, spellings] of coll.watchers) if (this.memberAllowed(w, coll, held!.name)) w.error(coll, spellings, held!.name, error, fan);
+    if (single) {
+      const update: WatchUpdate = { kind: 'error', name: e.name, error };
+      for (const [w, spellings] of single.watchers) w.update(single, spellings, update, fan);
+    }
+    if (coll) {
+      const update: WatchUpdate = { kind: 'error', name: held!.name, error };
+      for (const [w, spellings] of coll.watchers) if (this.memberAllowed(w, coll, held!.name)) w.update(coll, spellings, update, fan);
+    }
   }
 
   private announceEmpty(collection: string, fan: FanOut): void {
@@ -487,7 +533,7 @@ export class SubscriptionEngine implements UpstreamSink {
     // Markers only for what a live subscription asked about.
     if (!coll) return;
     this.opts.store.markAbsent(collection, true);
-    for (const [w, spellings] of coll.watchers) w.absent(coll, spellings, fan, false);
+    for (const [w, spellings] of coll.watchers) w.update(coll, spellings, ABSENT, fan);
   }
 
   /**
@@ -502,14 +548,14 @@ export class SubscriptionEngine implements UpstreamSink {
     const single = this.index.get(key);
     if (single) {
       store.markAbsent(key, false);
-      for (const [w, spellings] of single.watchers) w.absent(single, spellings, fan, false);
+      for (const [w, spellings] of single.watchers) w.update(single, spellings, ABSENT, fan);
     }
     const collKey = entry?.stored.glob ?? collection;
     if (collKey === undefined) return;
     const coll = this.index.get(collKey);
     if (!coll) return;
-    const memberName = entry?.name ?? name;
-    for (const [w, spellings] of coll.watchers) w.removed(coll, spellings, memberName, fan);
+    const gone: WatchUpdate = { kind: 'does-not-exist', member: entry?.name ?? name, keepHeld: false };
+    for (const [w, spellings] of coll.watchers) w.update(coll, spellings, gone, fan);
     if (!coll.answered && !single) answered.add(coll);
     if (store.memberCount(collKey) === 0 && entry) this.announceEmpty(collKey, fan);
   }
@@ -525,6 +571,7 @@ export class SubscriptionEngine implements UpstreamSink {
     sub.answered = true;
     const { store } = this.opts;
     if (store.memberCount(sub.key) === 0 && !store.isAbsent(sub.key)) this.announceEmpty(sub.key, fan);
-    for (const [w, spellings] of sub.watchers) w.collectionKnown(sub, spellings, fan);
+    const complete: WatchUpdate = { kind: 'complete', members: store.members(sub.key) };
+    for (const [w, spellings] of sub.watchers) w.update(sub, spellings, complete, fan);
   }
 }

@@ -16,6 +16,17 @@ export type UpstreamState = 'idle' | 'connecting' | 'ready' | 'backoff' | 'close
 /** google.rpc.Code INVALID_ARGUMENT: the code of the relay's NACKs. */
 const NACK_CODE = 3;
 
+/**
+ * How a stream ends when the server or the connection goes away (a restart,
+ * a reset, GOAWAY, a deadline): no evidence against what it was asked.
+ */
+const GONE_AWAY_CODES: ReadonlySet<number> = new Set([
+  grpc.status.OK,
+  grpc.status.CANCELLED,
+  grpc.status.DEADLINE_EXCEEDED,
+  grpc.status.UNAVAILABLE,
+]);
+
 export interface GrpcUpstreamOptions {
   authority: string | null;
   /** `host:port` targets in failover order. */
@@ -231,8 +242,14 @@ export class GrpcUpstream implements UpstreamPort {
     });
   }
 
-  private reject(pairs: NamePair[]): void {
+  private reject(suspects: NamePair[]): void {
     const until = Date.now() + this.rejectedRetryMs;
+    // A name the control plane has answered is not what upsets it: it stays
+    // subscribed (it was not held back, so the next stream replays it).
+    const pairs = suspects.filter((p) => !this.opts.sink.hasServed(p.typeUrl, p.name));
+    if (pairs.length < suspects.length) {
+      this.opts.logger.info({ authority: this.label, names: suspects.length - pairs.length }, 'upstream: suspect names it has served before are kept');
+    }
     for (const [typeUrl, names] of byType(pairs)) {
       for (const name of names) {
         removeFrom(this.desired, typeUrl, name);
@@ -408,20 +425,20 @@ export class GrpcUpstream implements UpstreamPort {
     this.nodeSent = false;
     this.streamAnswered = false;
     let ended = false;
-    const onEnd = (why: string): void => {
+    const onEnd = (code: number, why: string): void => {
       if (ended) return;
       ended = true;
       if (this.stream === stream) {
         this.stream = undefined;
         this.client = undefined;
         client.close();
-        if (this.state !== 'closed') this.streamEnded(why);
+        if (this.state !== 'closed') this.streamEnded(code, why);
       }
     };
     stream.on('data', (bytes: Buffer) => this.onData(bytes));
-    stream.on('error', (err: grpc.ServiceError) => onEnd(`${grpc.status[err.code] ?? err.code}: ${err.details ?? err.message}`));
-    stream.on('status', (s: grpc.StatusObject) => onEnd(`${grpc.status[s.code]}: ${s.details}`));
-    stream.on('end', () => onEnd('closed by server'));
+    stream.on('error', (err: grpc.ServiceError) => onEnd(err.code, `${grpc.status[err.code] ?? err.code}: ${err.details ?? err.message}`));
+    stream.on('status', (s: grpc.StatusObject) => onEnd(s.code, `${grpc.status[s.code]}: ${s.details}`));
+    stream.on('end', () => onEnd(grpc.status.OK, 'closed by server'));
     this.setState('ready');
     // The new stream starts from nothing: replay the subscription set with the
     // versions we hold (names under suspicion wait for their probe).
@@ -440,11 +457,11 @@ export class GrpcUpstream implements UpstreamPort {
     this.pump();
   }
 
-  private streamEnded(why: string): void {
+  private streamEnded(code: number, why: string): void {
     clearTimeout(this.probeTimer);
     this.probeTimer = undefined;
     const wasSearching = this.bisect.active;
-    const rejected = this.bisect.streamEnded(performance.now());
+    const rejected = this.bisect.streamEnded(performance.now(), !GONE_AWAY_CODES.has(code));
     this.opts.logger.warn({ authority: this.label, target: this.currentTarget, why }, 'upstream stream ended');
     if (rejected.length > 0) this.reject(rejected);
     if (this.bisect.active && !wasSearching) {

@@ -17,9 +17,15 @@
  * alone (a *probe*) once everything else on a new stream is confirmed. A probe
  * that is confirmed clears its names; a probe that ends the stream is halved
  * and both halves are probed in turn. A single name is rejected only when its
- * own probe ended a stream on which an earlier request had been confirmed: a
- * control plane that fails every stream, whatever it is asked, never gets a
- * name rejected (its single-name probes go to the back of the queue instead).
+ * own probe ended a stream on which an earlier request had been confirmed, and
+ * did so `strikes` times in a row: a control plane that fails every stream,
+ * whatever it is asked, never gets a name rejected (its single-name probes go
+ * to the back of the queue instead), and one unlucky restart is not enough.
+ *
+ * Only a stream the control plane ended itself is evidence. A stream that
+ * ended because the server went away (a restart, a reset connection, GOAWAY:
+ * `streamEnded(now, false)`) blames nothing: the names it had not confirmed
+ * are replayed as usual and a probe under way is sent again as it was.
  */
 
 export interface NamePair {
@@ -35,6 +41,8 @@ interface SentBatch {
 
 export interface PoisonBisectOptions {
   settleMs: number;
+  /** Times a name's own probe must end a stream before it is rejected (default 2). */
+  strikes?: number;
   /** Whether the relay still wants the name (names unsubscribed meanwhile are dropped from the search). */
   isDesired(typeUrl: string, name: string): boolean;
 }
@@ -53,6 +61,8 @@ export class PoisonBisect {
   private probe: { pairs: NamePair[]; afterConfirmed: boolean } | undefined;
   /** Names in the queue or the probe: held back from replays and ordinary requests. */
   private readonly held = new Map<string, Set<string>>();
+  /** Single-name probes that ended a stream after a confirmed request, by pair key. */
+  private readonly strikes = new Map<string, number>();
 
   constructor(private readonly opts: PoisonBisectOptions) {}
 
@@ -92,6 +102,15 @@ export class PoisonBisect {
 
   /** The name is no longer wanted: stop holding it (it is skipped when its group comes up). */
   forget(typeUrl: string, name: string): void {
+    if (this.strikes.size > 0) this.strikes.delete(pairKey({ typeUrl, name }));
+    // Unsubscribed after its probe went out: the probe's confirmation no
+    // longer speaks for it, and must not release a hold taken when the name
+    // is subscribed again.
+    if (this.probe) {
+      for (const batch of this.unconfirmed) {
+        if (batch.probe) batch.pairs = batch.pairs.filter((p) => p.typeUrl !== typeUrl || p.name !== name);
+      }
+    }
     const names = this.held.get(typeUrl);
     if (!names) return;
     names.delete(name);
@@ -124,10 +143,21 @@ export class PoisonBisect {
 
   /**
    * The current stream ended at `now`. Returns the names to give up on; every
-   * other suspect is queued for the next stream.
+   * other suspect is queued for the next stream. `evidence`: the control plane
+   * ended the stream itself; false when the server or connection went away,
+   * which blames no name.
    */
-  streamEnded(now: number): NamePair[] {
+  streamEnded(now: number, evidence = true): NamePair[] {
     this.settle(now);
+    if (!evidence) {
+      // Not a verdict on anything: the probe under way goes first again, whole.
+      const probe = this.unconfirmed.find((b) => b.probe);
+      if (probe) this.queue.unshift(probe.pairs);
+      this.probe = undefined;
+      this.unconfirmed = [];
+      this.streamConfirmed = false;
+      return [];
+    }
     const rejected: NamePair[] = [];
     const front: NamePair[][] = [];
     const back: NamePair[][] = [];
@@ -148,11 +178,18 @@ export class PoisonBisect {
         const mid = Math.ceil(pairs.length / 2);
         front.push(pairs.slice(0, mid), pairs.slice(mid));
       } else if (pairs.length === 1) {
-        if (this.probe?.afterConfirmed) {
+        if (!this.probe?.afterConfirmed) {
+          back.push(pairs);
+          continue;
+        }
+        const key = pairKey(pairs[0]);
+        const strikes = (this.strikes.get(key) ?? 0) + 1;
+        if (strikes >= (this.opts.strikes ?? 2)) {
           rejected.push(pairs[0]);
           this.forget(pairs[0].typeUrl, pairs[0].name);
         } else {
-          back.push(pairs);
+          this.strikes.set(key, strikes);
+          front.push(pairs);
         }
       }
     }

@@ -62,4 +62,9 @@ export interface UpstreamSink {
    * the hub answers their clients as removed.
    */
   onRejectedNames(upstream: UpstreamPort, typeUrl: string, names: string[]): void;
+  /**
+   * Whether a control plane has answered `name` (its content, or that it does
+   * not exist, is known): such a name is never rejected as poison.
+   */
+  hasServed(typeUrl: string, name: string): boolean;
 }

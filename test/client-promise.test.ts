@@ -1,0 +1,143 @@
+/**
+ * The relay's promise to each client — it holds exactly what its
+ * subscriptions cover, at the control plane's current version, and is never
+ * told that a live resource was removed — in the situations where the parts
+ * (engine refcounts, store eviction, per-client state, the upstream's
+ * poison-name search) used to be right alone and wrong together. Each test
+ * is one such combination over real gRPC; test/model/ states the promise in
+ * general and its checker looks for more.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { withRelay } from './support/relay-fixture';
+import { ENDPOINT, xdstp } from './support/names';
+import { assertWellFormed } from './support/assertions';
+import { sleep } from './support/wait';
+
+const T = { timeout: 30_000 };
+const E = (rest: string): string => xdstp('a', ENDPOINT, rest);
+const GLOB = E('g/*');
+
+test('a glob unsubscribed by its only client and subscribed again is sent again', T, async () => {
+  await withRelay({}, async ({ origin, client }) => {
+    origin.setResource(ENDPOINT, E('g/m1'), 'one', 'v1');
+    origin.setResource(ENDPOINT, E('g/m2'), 'two', 'v1');
+    const c = client();
+    c.subscribe(ENDPOINT, [GLOB]);
+    await c.waitForVersion(ENDPOINT, E('g/m1'), 'v1');
+    await c.waitForVersion(ENDPOINT, E('g/m2'), 'v1');
+    c.unsubscribe(ENDPOINT, [GLOB]);
+    await origin.waitFor(() => !origin.subscribedNames(ENDPOINT).has(GLOB), 'upstream unsubscribed the glob');
+    c.subscribe(ENDPOINT, [GLOB]);
+    await c.waitFor(() => c.received(ENDPOINT, E('g/m1')).length === 2 && c.received(ENDPOINT, E('g/m2')).length === 2, 'both members sent again');
+    assertWellFormed(c);
+  });
+});
+
+test('a reconnecting client on a glob and one of its members is told a member deleted while it was away is gone', T, async () => {
+  await withRelay({}, async ({ origin, client }) => {
+    origin.setResource(ENDPOINT, E('g/m1'), 'one', 'v1');
+    const c = client({ nodeId: 'returning' });
+    // A new stream to a relay that does not hold the glob yet; the client held m3 before.
+    c.subscribe(ENDPOINT, [GLOB, E('g/m1')], { initialVersions: { [E('g/m1')]: 'v1', [E('g/m3')]: 'v1' } });
+    await c.waitForRemoved(ENDPOINT, E('g/m3'));
+    assert.equal(c.held(ENDPOINT).get(E('g/m1')), 'v1');
+    assert.ok(!c.removedNames(ENDPOINT).includes(E('g/m1')), 'the live member is never reported removed');
+    assertWellFormed(c);
+  });
+});
+
+test('a reconnecting client on a glob and one of its members keeps a listed member that still exists', T, async () => {
+  await withRelay({}, async ({ origin, client }) => {
+    origin.setResource(ENDPOINT, E('g/m1'), 'one', 'v1');
+    origin.setResource(ENDPOINT, E('g/m2'), 'two', 'v2');
+    const c = client({ nodeId: 'returning' });
+    c.subscribe(ENDPOINT, [GLOB, E('g/m1')], { initialVersions: { [E('g/m1')]: 'v1', [E('g/m2')]: 'v1' } });
+    await c.waitForVersion(ENDPOINT, E('g/m2'), 'v2');
+    await sleep(300);
+    assert.deepEqual(c.removedNames(ENDPOINT), [], 'nothing live is reported removed');
+    assertWellFormed(c);
+  });
+});
+
+test('two control-plane restarts 1.5 s apart never make the relay give up on a healthy glob', T, async () => {
+  await withRelay({}, async ({ origin, client }) => {
+    origin.setResource(ENDPOINT, E('g/m1'), 'one', 'v1');
+    const first = client();
+    first.subscribe(ENDPOINT, [E('g/m1')]);
+    await first.waitForVersion(ENDPOINT, E('g/m1'), 'v1');
+    const b = client();
+    b.subscribe(ENDPOINT, [GLOB]);
+    await sleep(50);
+    await origin.restart();
+    await sleep(1500);
+    await origin.restart();
+    await b.waitForVersion(ENDPOINT, E('g/m1'), 'v1', 10_000);
+    await origin.waitFor(() => origin.subscribedNames(ENDPOINT).has(GLOB), 'the glob subscribed upstream again', 10_000);
+    await sleep(2500);
+    assert.deepEqual(b.removedNames(ENDPOINT), [], 'the glob and its member are never reported removed');
+    const late = client();
+    late.subscribe(ENDPOINT, [GLOB]);
+    await late.waitForVersion(ENDPOINT, E('g/m1'), 'v1');
+    assert.deepEqual(late.removedNames(ENDPOINT), []);
+    origin.setResource(ENDPOINT, E('g/m1'), 'one', 'v2');
+    await b.waitForVersion(ENDPOINT, E('g/m1'), 'v2');
+    assertWellFormed(b, late);
+  });
+});
+
+test('a client that reconnects while the relay re-subscribes after a control-plane restart keeps its subscription upstream', T, async () => {
+  await withRelay({}, async ({ origin, client }) => {
+    const delays = [0, 50, 150, 300, 600, 900, 1200];
+    const names = delays.map((d) => E(`s${d}`));
+    const absent = delays.map((d) => E(`none${d}`));
+    for (const n of names) origin.setResource(ENDPOINT, n, 'x', 'v1');
+    const olds = names.map((n, i) => {
+      const c = client({ nodeId: `node-${i}` });
+      c.subscribe(ENDPOINT, [n]);
+      return c;
+    });
+    for (const [i, c] of olds.entries()) await c.waitForVersion(ENDPOINT, names[i], 'v1');
+    await origin.restart();
+    const news = await Promise.all(
+      delays.map(async (d, i) => {
+        await sleep(d);
+        olds[i].close();
+        const c = client({ nodeId: `node-${i}` });
+        c.subscribe(ENDPOINT, [names[i], absent[i]], { initialVersions: { [names[i]]: 'v1' } });
+        return c;
+      }),
+    );
+    for (const [i, c] of news.entries()) await c.waitForRemoved(ENDPOINT, absent[i], 10_000);
+    for (const n of names) origin.setResource(ENDPOINT, n, 'x', 'v2');
+    for (const [i, c] of news.entries()) await c.waitForVersion(ENDPOINT, names[i], 'v2', 10_000);
+    assertWellFormed(...news);
+  });
+});
+
+test('a glob and its member by canonical name in one request, the member held under another spelling, come in one response naming it once', T, async () => {
+  await withRelay({}, async ({ origin, client }) => {
+    const canonicalName = E('g/m1?j=2&k=1');
+    origin.setResource(ENDPOINT, canonicalName, 'one', 'v1');
+    const c = client();
+    c.subscribe(ENDPOINT, [E('g/m1?k=1&j=2')]);
+    await c.waitForVersion(ENDPOINT, E('g/m1?k=1&j=2'), 'v1');
+    c.subscribe(ENDPOINT, [E('g/*?k=1&j=2'), canonicalName]);
+    await c.waitForVersion(ENDPOINT, canonicalName, 'v1');
+    await sleep(200);
+    assertWellFormed(c);
+  });
+});
+
+test('unsubscribing a name and its glob in one request sends neither back', T, async () => {
+  await withRelay({}, async ({ origin, client }) => {
+    origin.setResource(ENDPOINT, E('g/m1'), 'one', 'v1');
+    const c = client();
+    c.subscribe(ENDPOINT, [GLOB, E('g/m1')]);
+    await c.waitForVersion(ENDPOINT, E('g/m1'), 'v1');
+    const before = c.received(ENDPOINT, E('g/m1')).length;
+    c.unsubscribe(ENDPOINT, [E('g/m1'), GLOB]);
+    await c.expectNoResponse(400);
+    assert.equal(c.received(ENDPOINT, E('g/m1')).length, before);
+  });
+});
