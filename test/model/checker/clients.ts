@@ -240,6 +240,8 @@ export class ClientHandle {
         continue;
       }
       if (any.type_url !== typeUrl) problems.push(`${p.n}: Any of type ${any.type_url} in a ${typeUrl} response`);
+      // Envoy and gRPC reject a state of the world that names one resource twice.
+      if (resources.some((r) => keyOf(r.name) === keyOf(p.n))) problems.push(`response ${resp.nonce ?? ''}: duplicate resource ${p.n}`);
       resources.push({ name: p.n, version: p.v });
     }
     let view = this.sotwView.get(typeUrl);
