@@ -1,5 +1,5 @@
 /**
- * npm run modelcheck -- --seeds 1..N --steps K [--redis] [--grace MS] [--verbose] [--no-shrink]
+ * npm run modelcheck -- --seeds 1..N --steps K [--redis] [--grace MS] [--verbose] [--no-shrink] [--ignore KIND,…]
  * npm run modelcheck -- --regressions     (replay the shrunk runs of checker/regressions.ts)
  *
  * One line per seed (ok / DIVERGENCE); a divergence prints what went wrong and
@@ -7,6 +7,7 @@
  * code 1 when any seed diverged.
  */
 import { formatRun, generate, runSteps, shrink, type RunOptions } from './checker';
+import type { Failure } from './checker/invariants';
 import { modelOptions } from './checker/universe';
 import { RuleCoverage } from './coverage';
 import { REGRESSIONS } from './checker/regressions';
@@ -19,6 +20,7 @@ interface Args {
   verbose: boolean;
   shrink: boolean;
   regressions: boolean;
+  ignore: Failure['kind'][];
 }
 
 function parseSeeds(text: string): number[] {
@@ -34,7 +36,7 @@ function parseSeeds(text: string): number[] {
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { seeds: [1], steps: 40, redis: false, grace: 0, verbose: false, shrink: true, regressions: false };
+  const args: Args = { seeds: [1], steps: 40, redis: false, grace: 0, verbose: false, shrink: true, regressions: false, ignore: [] };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     const value = (): string => {
@@ -49,6 +51,7 @@ function parseArgs(argv: string[]): Args {
     else if (a === '--verbose') args.verbose = true;
     else if (a === '--no-shrink') args.shrink = false;
     else if (a === '--regressions') args.regressions = true;
+    else if (a === '--ignore') args.ignore.push(...(value().split(',') as Failure['kind'][]));
     else throw new Error(`unknown argument ${a}`);
   }
   if (!Number.isInteger(args.steps) || args.steps < 1) throw new Error('--steps: expected a positive integer');
@@ -74,7 +77,7 @@ async function main(): Promise<number> {
   const log = args.verbose ? (l: string): void => void process.stdout.write(`${l}\n`) : undefined;
   if (args.regressions) return replayRegressions(log);
   const coverage = new RuleCoverage(modelOptions());
-  const runOpts: RunOptions = { unsubscribeGraceMs: args.grace, redis: args.redis, coverage, ...(log ? { log } : {}) };
+  const runOpts: RunOptions = { unsubscribeGraceMs: args.grace, redis: args.redis, coverage, ignore: args.ignore, ...(log ? { log } : {}) };
   const failed: number[] = [];
   const t0 = Date.now();
   for (const seed of args.seeds) {
@@ -89,7 +92,7 @@ async function main(): Promise<number> {
     const d = result.divergence!;
     process.stdout.write(`${tag}: DIVERGENCE (${d.kind}) at entry ${d.entry} ${JSON.stringify(d.step)}\n  ${d.message}\n`);
     if (!args.shrink) continue;
-    const s = await shrink(run, result, { unsubscribeGraceMs: args.grace, redis: args.redis }, { ...(log ? { log } : {}) });
+    const s = await shrink(run, result, { unsubscribeGraceMs: args.grace, redis: args.redis, ignore: args.ignore }, { ...(log ? { log } : {}) });
     const sd = s.result.divergence!;
     process.stdout.write(
       `  shrunk to ${s.run.length} entries in ${s.replays} replays (${(s.ms / 1000).toFixed(0)} s); it fails with (${sd.kind}):\n  ${sd.message}\n` +

@@ -27,6 +27,8 @@ export interface ResponseEvent {
   nacked: boolean;
   /** Problems found in the response itself (undecodable payload, Envoy-style rejects). */
   problems: string[];
+  /** Names the response carries more than once (SotW: Envoy and gRPC reject such a state of the world). */
+  duplicates: string[];
 }
 
 export interface ClientHooks {
@@ -225,6 +227,8 @@ export class ClientHandle {
       heldBefore: client.held(typeUrl),
       nacked,
       problems,
+      // The DeltaClient reports these itself (see envoyViolations).
+      duplicates: [],
     });
     return nacked ? 'checker: nackNext' : undefined;
   }
@@ -233,6 +237,7 @@ export class ClientHandle {
     const typeUrl = resp.type_url ?? '';
     const resources: Array<{ name: string; version: string }> = [];
     const problems: string[] = [];
+    const duplicates: string[] = [];
     for (const any of resp.resources ?? []) {
       const p = decodePayload(any.value);
       if (!p) {
@@ -240,8 +245,7 @@ export class ClientHandle {
         continue;
       }
       if (any.type_url !== typeUrl) problems.push(`${p.n}: Any of type ${any.type_url} in a ${typeUrl} response`);
-      // Envoy and gRPC reject a state of the world that names one resource twice.
-      if (resources.some((r) => keyOf(r.name) === keyOf(p.n))) problems.push(`response ${resp.nonce ?? ''}: duplicate resource ${p.n}`);
+      if (resources.some((r) => keyOf(r.name) === keyOf(p.n))) duplicates.push(p.n);
       resources.push({ name: p.n, version: p.v });
     }
     let view = this.sotwView.get(typeUrl);
@@ -252,7 +256,7 @@ export class ClientHandle {
     const removed = fullState ? [...view.keys()].filter((n) => !present.has(n)) : [];
     const nacked = this.pendingNack.has(typeUrl) && resources.length > 0;
     if (nacked) this.pendingNack.delete(typeUrl);
-    this.hooks.onResponse({ client: this.id, protocol: 'sotw', typeUrl, resources, removed, heldBefore, nacked, problems });
+    this.hooks.onResponse({ client: this.id, protocol: 'sotw', typeUrl, resources, removed, heldBefore, nacked, problems, duplicates });
     if (!nacked) {
       if (fullState) view.clear();
       for (const r of resources) view.set(keyOf(r.name), r.version);

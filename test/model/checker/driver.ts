@@ -26,6 +26,8 @@ export interface RunOptions {
   redis?: boolean;
   /** The reference model; default: test/model/model.ts (null: only the checks that need no model). */
   model?: ModelFactory | null;
+  /** Kinds of failure not to stop at (e.g. a known relay bug that would hide everything else). */
+  ignore?: ReadonlyArray<Failure['kind']>;
   /** Counts, at every quiet point, which situations of the promise the run reached. */
   coverage?: RuleCoverage;
   /** Quiet-point bound in ms (default 4000; after control-plane or relay faults 10000). */
@@ -72,7 +74,7 @@ class Driver {
   constructor(private readonly opts: RunOptions) {
     const factory = opts.model === undefined ? (o: ModelOptions) => new Model(o) : opts.model;
     this.model = factory ? factory(modelOptions()) : null;
-    this.inv = new Invariants(this.model);
+    this.inv = new Invariants(this.model, new Set(opts.ignore ?? []));
     this.grace = opts.unsubscribeGraceMs ?? 0;
   }
 
@@ -287,7 +289,10 @@ class Driver {
     const c = this.clients.get(ev.client);
     if (c) {
       const v = c.envoyViolations();
-      if (v.length > 0) this.inv.fail({ kind: 'envoy-reject', message: `[${ev.client}] ${v.join('; ')}` });
+      if (v.length > 0) {
+        const dup = v.every((x) => /duplicate resource/.test(x));
+        this.inv.fail({ kind: dup ? 'duplicate' : 'envoy-reject', message: `[${ev.client}] ${v.join('; ')}` });
+      }
     }
     if (ev.nacked && this.model) {
       // What the client keeps instead of what it rejected (see Model.noteNack).

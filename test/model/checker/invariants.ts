@@ -11,7 +11,7 @@ import type { ResponseEvent } from './clients';
 import { TYPES, candidateNames, shortType } from './universe';
 
 export interface Failure {
-  kind: 'removal' | 'unsubscribed' | 'older' | 'envoy-reject' | 'payload' | 'stream-ended' | 'converge' | 'upstream' | 'error';
+  kind: 'removal' | 'unsubscribed' | 'older' | 'envoy-reject' | 'duplicate' | 'payload' | 'stream-ended' | 'converge' | 'upstream' | 'error';
   message: string;
 }
 
@@ -29,7 +29,11 @@ export class Invariants {
   private readonly seen = new Map<string, Set<string>>();
   private readonly protocols = new Map<string, 'delta' | 'sotw'>();
 
-  constructor(private readonly model: ReferenceModel | null) {}
+  constructor(
+    private readonly model: ReferenceModel | null,
+    /** Kinds of failure not to stop at (a known relay bug that would hide everything else). */
+    private readonly ignore: ReadonlySet<Failure['kind']> = new Set(),
+  ) {}
 
   setProtocol(client: string, protocol: 'delta' | 'sotw'): void {
     this.protocols.set(client, protocol);
@@ -82,12 +86,14 @@ export class Invariants {
   }
 
   fail(f: Failure): void {
+    if (this.ignore.has(f.kind)) return;
     this.failure ??= f;
   }
 
   onResponse(ev: ResponseEvent): void {
     const where = `[${ev.client} ${ev.protocol} ${shortType(ev.typeUrl)}]`;
     for (const p of ev.problems) this.fail({ kind: 'payload', message: `${where} ${p}` });
+    for (const n of ev.duplicates) this.fail({ kind: 'duplicate', message: `${where} one response names ${n} twice` });
     let seen = this.seen.get(ev.typeUrl);
     if (!seen) this.seen.set(ev.typeUrl, (seen = new Set()));
     const canon = ev.protocol === 'sotw';
