@@ -181,4 +181,33 @@ export const REGRESSIONS: Regression[] = [
       { op: 'request', client: 'c3', typeUrl: EP, subscribe: [ep('g/*?k=1&j=2'), ep('g/m1?k=1&j=2')], unsubscribe: [] },
     ],
   },
+  {
+    behaviour: 'a glob dropped by its only client and taken again does not bring back a member deleted meanwhile',
+    todo: 'the relay serves the deleted member from its cache (nothing upstream ever says it is gone)',
+    unsubscribeGraceMs: 0,
+    redis: false,
+    run: [
+      { op: 'put', authority: 'a1', typeUrl: CL, name: cl('g/m1?j=2&k=1'), version: '5' },
+      { op: 'put', authority: 'a1', typeUrl: CL, name: cl('g/m2?j=2&k=1'), version: '6' },
+      { op: 'connect', client: 'c2', protocol: 'delta' },
+      { op: 'request', client: 'c2', typeUrl: CL, subscribe: [cl('g/*?j=2&k=1')], unsubscribe: [] },
+      { op: 'request', client: 'c2', typeUrl: CL, subscribe: [], unsubscribe: [cl('g/*?j=2&k=1')] },
+      { op: 'delete', authority: 'a1', typeUrl: CL, name: cl('g/m1?j=2&k=1') },
+      { op: 'request', client: 'c2', typeUrl: CL, subscribe: [cl('g/*?j=2&k=1')], unsubscribe: [] },
+    ],
+  },
+  {
+    behaviour: 'the legacy wildcard dropped and taken again does not bring back a cluster deleted meanwhile',
+    todo: 'the relay serves the deleted cluster from its cache (nothing upstream ever says it is gone)',
+    unsubscribeGraceMs: 0,
+    redis: false,
+    run: [
+      { op: 'put', authority: null, typeUrl: CL, name: 'l1', version: '5' },
+      { op: 'connect', client: 'c2', protocol: 'delta' },
+      { op: 'request', client: 'c2', typeUrl: CL, subscribe: [], unsubscribe: [] },
+      { op: 'request', client: 'c2', typeUrl: CL, subscribe: [], unsubscribe: ['*'] },
+      { op: 'delete', authority: null, typeUrl: CL, name: 'l1' },
+      { op: 'request', client: 'c2', typeUrl: CL, subscribe: ['*'], unsubscribe: [] },
+    ],
+  },
 ];
