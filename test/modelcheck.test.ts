@@ -19,12 +19,15 @@ interface Case {
 }
 
 const CASES: Case[] = [
-  { seed: 1, steps: 40, grace: 0, redis: false },
-  { seed: 3, steps: 40, grace: 0, redis: false },
-  { seed: 7, steps: 40, grace: 0, redis: false },
-  { seed: 11, steps: 40, grace: 400, redis: false },
-  { seed: 12, steps: 40, grace: 400, redis: false },
-  { seed: 21, steps: 30, grace: 0, redis: true },
+  { seed: 1, steps: 60, grace: 0, redis: false },
+  { seed: 3, steps: 60, grace: 0, redis: false },
+  { seed: 7, steps: 60, grace: 0, redis: false },
+  { seed: 34, steps: 60, grace: 0, redis: false },
+  { seed: 11, steps: 60, grace: 400, redis: false },
+  { seed: 12, steps: 60, grace: 400, redis: false },
+  { seed: 63, steps: 60, grace: 400, redis: false },
+  { seed: 25, steps: 40, grace: 0, redis: true },
+  { seed: 26, steps: 40, grace: 0, redis: true },
 ];
 
 function explain(c: Case, r: RunResult): string {
