@@ -70,6 +70,10 @@ class Driver {
   /** The last quiet point came right after a wait longer than the grace. */
   private pastGrace = true;
   private current: Step | undefined;
+  /** Responses received by all clients so far (a quiet point needs a moment without any). */
+  private responsesSeen = 0;
+  /** The last comparison dropped names clients no longer ask for. */
+  private hidden = false;
 
   constructor(private readonly opts: RunOptions) {
     const factory = opts.model === undefined ? (o: ModelOptions) => new Model(o) : opts.model;
@@ -117,7 +121,7 @@ class Driver {
           break;
         }
         if (this.opts.coverage && this.model instanceof Model) this.opts.coverage.observe(this.model);
-        this.inv.reset();
+        this.inv.reset(new Set([...this.clients.values()].filter((c) => c.stalled).map((c) => c.id)));
       }
     } catch (err) {
       divergence = { kind: 'error', message: (err as Error).stack ?? String(err), entry, executedEntry: executed.length, step: this.current };
@@ -285,6 +289,7 @@ class Driver {
   }
 
   private onResponse(ev: ResponseEvent): void {
+    this.responsesSeen++;
     this.inv.onResponse(ev);
     const c = this.clients.get(ev.client);
     if (c) {
@@ -321,7 +326,9 @@ class Driver {
     const canon = c.protocol === 'sotw';
     const expected = normalize(m.expected(id, t), canon);
     // A client forgets what it stops asking for (the relay need not confirm it).
-    const view = new Map([...c.view(t)].filter(([name]) => m.covers(id, t, name)));
+    const all = c.view(t);
+    const view = new Map([...all].filter(([name]) => m.covers(id, t, name)));
+    if (view.size !== all.size) this.hidden = true;
     const linger = canon && !FULL_STATE_TYPES.has(t);
     // While all servers of an authority are down the relay cannot learn what changed there.
     const unreachable = (name: string): boolean => !this.world.anyRunning(authorityOfName(name));
@@ -334,8 +341,19 @@ class Driver {
     let problems: string[] = [];
     for (;;) {
       if (this.inv.failure) return;
+      this.hidden = false;
+      const seen = this.responsesSeen;
       problems = this.mismatches();
-      if (problems.length === 0) return;
+      if (problems.length === 0 && !this.hidden) return;
+      if (problems.length === 0) {
+        // The views match only because clients dropped names they stopped asking
+        // for; an answer to an older request may still be on its way. Match
+        // for a little while with nothing arriving before calling it quiet.
+        await sleep(150);
+        if (this.responsesSeen === seen && this.mismatches().length === 0) return;
+        if (Date.now() > deadline) return;
+        continue;
+      }
       if (Date.now() > deadline) break;
       await sleep(50);
     }

@@ -58,10 +58,17 @@ export class Invariants {
   }
 
   /** A quiet point: the windows start over from the model's current state. */
-  reset(): void {
-    this.windows.clear();
+  /**
+   * `keep`: clients whose windows go on (a stalled client still has in its
+   * buffers what the relay sent before; it is judged against those states).
+   */
+  reset(keep: ReadonlySet<string> = new Set()): void {
+    for (const key of [...this.windows.keys()]) if (!keep.has(key.slice(0, key.indexOf('\n')))) this.windows.delete(key);
     if (!this.model) return;
-    for (const c of this.model.clients()) for (const t of TYPES) this.windows.set(`${c}\n${t}`, this.snapshot(c, t));
+    for (const c of this.model.clients()) {
+      if (keep.has(c)) continue;
+      for (const t of TYPES) this.windows.set(`${c}\n${t}`, this.snapshot(c, t));
+    }
   }
 
   /** After the model applied a step: narrow what must be kept, widen what may be sent. */
