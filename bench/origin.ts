@@ -228,7 +228,7 @@ export class BenchOrigin {
     c.namesUnsubscribed += unsub.length;
     if (req.type_url !== TYPE_URL) return;
     for (const [n, v] of Object.entries(req.initial_resource_versions ?? {})) s.held.set(canonicalUrn(n), v);
-    for (const n of unsub) s.subs.delete(canonicalUrl(n));
+    for (const n of unsub) this.forget(s, canonicalUrl(n));
     const out = new Map<string, Res>();
     const removed: string[] = [];
     for (const n of sub) {
@@ -252,6 +252,19 @@ export class BenchOrigin {
     }
     for (const r of out.values()) s.held.set(r.key, r.version);
     if (out.size > 0 || removed.length > 0) this.send(s, [...out.values()].map((r) => r.bytes), removed);
+  }
+
+  /**
+   * An unsubscribed name is one the client no longer holds (unless another of
+   * its subscriptions still covers it): a later subscription to it must send it again.
+   */
+  private forget(s: OStream, key: string): void {
+    s.subs.delete(key);
+    const keys = parseUrl(key).glob ? [...(this.globs.get(key) ?? [])] : [key];
+    for (const k of keys) {
+      const r = this.resources.get(k);
+      if (!s.subs.has(k) && !(r && s.subs.has(r.glob))) s.held.delete(k);
+    }
   }
 
   private send(s: OStream, resources: Buffer[], removed: string[]): void {

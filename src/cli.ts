@@ -10,6 +10,7 @@ import { createLogger, LOG_LEVELS } from './log';
 import { defaultNodeId, startRelay } from './relay';
 import { runStatus, statusOptions, statusOptionsOf } from './status';
 import { DEFAULT_LIMITS, LIMIT_FLAGS } from './security/limits';
+import { relayVersion } from './version';
 import { rebaseConfigFileUris } from './upstream/uri';
 import {
   isValidateInvocation,
@@ -29,7 +30,7 @@ function loadConfigFile(path: string): Record<string, unknown> {
   return rebaseConfigFileUris(parsed as Record<string, unknown>, dirname(resolve(path)));
 }
 
-function parseArgs(argv: string[], strict = true) {
+function relayParser(argv: string[], strict = true) {
   return yargs(argv)
     .scriptName('xdstp-relay')
     .usage('$0 [options]\n$0 validate [options]\n$0 status --server HOST:PORT[,HOST:PORT…] [--node PATTERN] [--json]   (see: $0 status --help)\n\nA caching delta-xDS relay for xdstp:// resources.')
@@ -43,6 +44,7 @@ function parseArgs(argv: string[], strict = true) {
     .option('unsubscribe-grace', { type: 'number', default: DEFAULTS.unsubscribeGraceMs, describe: 'ms an upstream subscription outlives its last client' })
     .option('node-id', { type: 'string', describe: 'Node id presented upstream (default: xdstp-relay-<hostname>)' })
     .option('log-level', { type: 'string', default: DEFAULTS.logLevel, describe: LOG_LEVELS.join('|') })
+    .option('log-repeat-interval', { type: 'number', default: DEFAULTS.logRepeatIntervalMs, describe: 'ms between summary lines of a warning clients repeat (refused names, NACKs…): the first at warn, the rest counted and at debug' })
     .option('drain-period', { type: 'number', default: DEFAULTS.drainPeriodMs, describe: 'ms over which POST /drain sends clients away (GOAWAY) in small batches' })
     .option('shutdown-grace', { type: 'number', default: DEFAULTS.shutdownGraceMs, describe: 'ms in-flight writes may take on SIGTERM/SIGINT before connections are cut' })
     .option('redis', {
@@ -72,16 +74,53 @@ function parseArgs(argv: string[], strict = true) {
       ),
     )
     .option('validate', { type: 'boolean', describe: 'Check the configuration, print every problem, exit (also: xdstp-relay validate --config FILE)' })
+    // Leak hunting only (test/soak/): POST /debug/gc and /debug/heap-snapshot on the admin port; gc needs node --expose-gc.
+    // (Read back through `unknown`: the limit flags' index signature above makes yargs type every later key a number.)
+    .option('debug-heap', { type: 'boolean', default: false, hidden: true, describe: 'Expose heap diagnostics under /debug/ on the admin port' })
     // Benchmark ablation only (bench/ scenario 2): `--no-share-responses` encodes every client's response separately.
     .option('share-responses', { type: 'boolean', default: true, hidden: true, describe: 'Share one encoding among clients that get identical responses' })
     .config('config', 'YAML or JSON file with the same keys as the flags', loadConfigFile)
     .strictOptions(strict)
-    .version(false)
+    .version('version', 'Print the version and exit', relayVersion())
     .help()
     .fail((msg, err) => {
       throw err ?? new Error(msg);
-    })
-    .parseSync();
+    });
+}
+
+const ENV_PREFIX = 'XDSTP_RELAY_';
+
+/**
+ * Takes out of the environment every `XDSTP_RELAY_*` variable that names no
+ * option of the relay, and returns their names. Kubernetes injects service
+ * links (`XDSTP_RELAY_SERVICE_HOST`, `XDSTP_RELAY_PORT_18000_TCP`…) for a
+ * Service named like the relay; read as options they would make the strict
+ * parser refuse to start. Flags and config files stay strict: this only
+ * forgives the environment, which the operator does not fully control.
+ * (The parser reads process.env itself, hence the removal.)
+ */
+function dropForeignEnv(env: NodeJS.ProcessEnv): string[] {
+  // yargs' type declarations omit getOptions(); at run time it lists every declared option under `key`.
+  const keys = (relayParser([]) as unknown as { getOptions(): { key: Record<string, unknown> } }).getOptions().key;
+  // Options a variable may set; help and version are commands, not settings.
+  const known = new Set(Object.keys(keys).filter((k) => k !== 'help' && k !== 'version'));
+  const foreign: string[] = [];
+  for (const name of Object.keys(env)) {
+    if (!name.startsWith(ENV_PREFIX)) continue;
+    const option = name.slice(ENV_PREFIX.length).toLowerCase().replace(/_/g, '-');
+    if (known.has(option)) continue;
+    foreign.push(name);
+    delete env[name];
+  }
+  return foreign.sort();
+}
+
+function foreignEnvWarning(foreign: readonly string[]): [Record<string, unknown>, string] {
+  return [{ ignored: foreign }, `ignoring ${foreign.length} ${ENV_PREFIX}* environment variable${foreign.length === 1 ? '' : 's'} that name no option (Kubernetes service links?): ${foreign.join(', ')}`];
+}
+
+function parseArgs(argv: string[], strict = true) {
+  return relayParser(argv, strict).parseSync();
 }
 
 /** Env values are single strings; several authorities there are separated by whitespace or ';'. */
@@ -97,6 +136,15 @@ function configArg(argv: readonly string[]): string | undefined {
     if (argv[i].startsWith('--config=')) return argv[i].slice('--config='.length);
   }
   return process.env.XDSTP_RELAY_CONFIG;
+}
+
+/**
+ * The end of a start (or validate) on a bad configuration: one JSON line, like
+ * every other log line, on stderr since nothing started; exit 2.
+ */
+function invalidConfiguration(problems: readonly ValidationProblem[]): never {
+  createLogger('info', pino.destination(2)).error({ problems }, `invalid configuration: ${problems.map((p) => `${p.path}: ${p.message}`).join('; ')}`);
+  process.exit(2);
 }
 
 /** `xdstp-relay status …`: ask relays for their clients' config status (src/status.ts). */
@@ -130,21 +178,22 @@ async function main(): Promise<void> {
   }
   const validating = isValidateInvocation(process.argv.slice(2));
   const argv = stripValidateWord(process.argv.slice(2));
+  const foreignEnv = dropForeignEnv(process.env);
   const parseProblems: ValidationProblem[] = [];
   let args;
   try {
     args = parseArgs(argv);
   } catch (err) {
-    if (!validating) {
-      process.stderr.write(`xdstp-relay: ${(err as Error).message.split('\n')[0]}\n`);
-      process.exit(2);
-    }
+    // Start fails as validate does: one JSON line naming each unknown key (or the unreadable file).
+    if (!validating) invalidConfiguration(problemsOfParseError((err as Error).message, configArg(argv)));
     // Validating: note it, then read the rest leniently so every other problem is reported too.
     parseProblems.push(...problemsOfParseError((err as Error).message, configArg(argv)));
     try {
       args = parseArgs(argv, false);
     } catch {
-      process.exit(reportValidation(process, configArg(argv) ?? 'configuration', parseProblems, undefined));
+      const source = configArg(argv) ?? 'configuration';
+      reportValidation(process, source, parseProblems, undefined);
+      invalidConfiguration(parseProblems);
     }
   }
   const raw: RawOptions = {
@@ -155,6 +204,7 @@ async function main(): Promise<void> {
     unsubscribeGrace: args['unsubscribe-grace'],
     nodeId: args['node-id'],
     logLevel: args['log-level'],
+    logRepeatInterval: args['log-repeat-interval'],
     drainPeriod: args['drain-period'],
     shutdownGrace: args['shutdown-grace'],
     redis: args.redis,
@@ -188,20 +238,24 @@ async function main(): Promise<void> {
   const bundled = args.authority === undefined && args['default-upstream'] === undefined && args.config === undefined;
   if (bundled) raw.authority = [examplesAuthority()];
   const { config, problems } = validateOptions(raw, { nodeId: defaultNodeId() });
+  const configProblems = problemsOfConfigErrors(problems);
+  if (config && config.authorities.length === 0 && config.defaultUpstream === null) {
+    // Would start, report ready and then refuse every name: say so now.
+    configProblems.push({ path: 'authority', message: 'no upstream: give --authority NAME=URI[,URI…] or --default-upstream URI[,URI…]' });
+  }
+  if (foreignEnv.length > 0 && (validating || !config || configProblems.length > 0)) {
+    createLogger('warn', pino.destination(2)).warn(...foreignEnvWarning(foreignEnv));
+  }
   if (validating) {
-    const all = [...parseProblems, ...problemsOfConfigErrors(problems)];
-    process.exit(reportValidation(process, configArg(argv) ?? 'flags and environment', all, config));
+    const all = [...parseProblems, ...configProblems];
+    const code = reportValidation(process, configArg(argv) ?? 'flags and environment', all, config);
+    if (code === 0) process.exit(0);
+    invalidConfiguration(all);
   }
-  if (!config) {
-    // One JSON line, like every other log line; stderr, since nothing started.
-    createLogger('info', pino.destination(2)).error(
-      { problems: problemsOfConfigErrors(problems) },
-      `invalid configuration: ${problems.map((p) => p.message).join('; ')}`,
-    );
-    process.exit(2);
-  }
+  if (!config || configProblems.length > 0) invalidConfiguration(configProblems);
   const logger = createLogger(config.logLevel);
-  const relay = await startRelay(config, { shareResponses: args['share-responses'], logger });
+  if (foreignEnv.length > 0) logger.warn(...foreignEnvWarning(foreignEnv));
+  const relay = await startRelay(config, { shareResponses: args['share-responses'], logger, debugHeap: (args['debug-heap'] as unknown) === true });
   if (bundled) {
     createLogger(config.logLevel).info({ hint: examplesHint(config.listen, relay.port) }, 'serving the bundled examples');
   }

@@ -1,3 +1,4 @@
+import * as fs from 'node:fs';
 import { splitHostPort } from './address';
 import { parseRedisSpec } from './cache/redis-store';
 import { DEFAULT_PREFIX, validatePrefix } from './cache/redis-keys';
@@ -10,6 +11,8 @@ export const DEFAULTS = {
   admin: '0.0.0.0:9901',
   unsubscribeGraceMs: 30_000,
   logLevel: 'info',
+  /** A repeated warning (same stream or source, same reason) is summarized at most this often. */
+  logRepeatIntervalMs: 10_000,
   drainPeriodMs: 10_000,
   shutdownGraceMs: 5000,
   redisWarmTimeoutMs: 5000,
@@ -44,6 +47,8 @@ export interface RelayConfig {
   /** The node id the relay presents upstream. */
   nodeId: string;
   logLevel: string;
+  /** Repeated warnings caused by clients are summarized at most once per this many ms (default 10000). */
+  logRepeatIntervalMs?: number;
   /** POST /drain spreads the GOAWAYs over this many ms (default 10000). */
   drainPeriodMs?: number;
   /** On shutdown, how long in-flight writes may take before connections are cut, in ms (default 5000). */
@@ -92,6 +97,7 @@ export interface RawOptions extends SecurityRawOptions {
   unsubscribeGrace?: unknown;
   nodeId?: unknown;
   logLevel?: unknown;
+  logRepeatInterval?: unknown;
   drainPeriod?: unknown;
   shutdownGrace?: unknown;
   redis?: unknown;
@@ -205,7 +211,18 @@ function checkUris(path: string, list: string, problems: ConfigError[]): string[
   if (uris.length === 0) problems.push(new ConfigError(path, 'no upstream URI given'));
   for (const u of uris) {
     try {
-      parseUpstreamUri(u);
+      const parsed = parseUpstreamUri(u);
+      // The file origin reads the directory at start and cannot begin without it.
+      if (parsed.scheme === 'file') {
+        let isDir = false;
+        try {
+          isDir = fs.statSync(parsed.path).isDirectory();
+        } catch {
+          problems.push(new ConfigError(path, `"${u}": no directory ${parsed.path}`));
+          continue;
+        }
+        if (!isDir) problems.push(new ConfigError(path, `"${u}": ${parsed.path} is not a directory`));
+      }
     } catch (err) {
       problems.push(new ConfigError(path, (err as Error).message));
     }
@@ -324,6 +341,9 @@ export function validateOptions(raw: RawOptions, defaults: { nodeId: string }): 
   if (!isLogLevel(logLevel)) {
     problems.push(new ConfigError('log-level', `expected one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`));
   }
+  const logRepeatIntervalMs = checkMs('log-repeat-interval', raw.logRepeatInterval, DEFAULTS.logRepeatIntervalMs, problems);
+  // Shorter would let a busy client turn every few of its requests into a summary line again.
+  if (logRepeatIntervalMs >= 0 && logRepeatIntervalMs < 100) problems.push(new ConfigError('log-repeat-interval', `expected at least 100 ms, got ${logRepeatIntervalMs}`));
   const drainPeriodMs = checkMs('drain-period', raw.drainPeriod, DEFAULTS.drainPeriodMs, problems);
   const shutdownGraceMs = checkMs('shutdown-grace', raw.shutdownGrace, DEFAULTS.shutdownGraceMs, problems);
   // A response must hold at least one ordinary resource; below 64 KiB nothing useful fits.
@@ -345,6 +365,7 @@ export function validateOptions(raw: RawOptions, defaults: { nodeId: string }): 
       unsubscribeGraceMs: grace,
       nodeId: nodeId as string,
       logLevel: logLevel as string,
+      logRepeatIntervalMs,
       drainPeriodMs,
       shutdownGraceMs,
       redis,

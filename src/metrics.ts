@@ -1,6 +1,7 @@
 import * as client from 'prom-client';
 import { SEVERITY_RANK, severityOf, type Severity, type StatusSource } from './downstream/status-source';
 import { SecurityMetrics } from './security/metrics';
+import { relayVersion } from './version';
 
 const MAX_TYPE_LABELS = 32;
 
@@ -241,7 +242,7 @@ export class RelayMetrics {
 
   constructor(opts: { defaultMetrics?: boolean; version?: string } = {}) {
     if (opts.defaultMetrics ?? true) client.collectDefaultMetrics({ register: this.registry, prefix: 'xdstp_relay_' });
-    this.buildInfo.set({ version: opts.version ?? process.env.npm_package_version ?? '0.1.0', nodejs: process.versions.node }, 1);
+    this.buildInfo.set({ version: opts.version ?? relayVersion(), nodejs: process.versions.node }, 1);
   }
 
   /**

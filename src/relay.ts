@@ -1,6 +1,7 @@
 import * as os from 'node:os';
 import { AdminAccess } from './admin/auth';
 import { refreshRelayGauges, registerAdminRoutes, type AdminParts } from './admin/routes';
+import { registerHeapDebugRoutes } from './admin/heap';
 import { AdminServer } from './admin/server';
 import { splitHostPort } from './address';
 import { MemoryCache } from './cache/memory-cache';
@@ -27,6 +28,7 @@ import type { UpstreamTlsSpec } from './security/tls';
 import { FileOrigin } from './upstream/file-origin';
 import { GrpcUpstream } from './upstream/grpc-upstream';
 import { parseUpstreamUri } from './upstream/uri';
+import { relayVersion } from './version';
 
 export interface RunningRelay {
   readonly port: number;
@@ -52,6 +54,8 @@ export interface RelayOptions {
   shareResponses?: boolean;
   /** A registry made beforehand, e.g. so a shared store's error callback can count into it. */
   metrics?: RelayMetrics;
+  /** Adds POST /debug/gc and /debug/heap-snapshot to the admin server (src/admin/heap.ts; leak hunting only). */
+  debugHeap?: boolean;
 }
 
 /** An upstream the relay can start and stop (gRPC server list or file origin). */
@@ -69,7 +73,7 @@ function relayNode(nodeId: string): Node {
   return {
     id: nodeId,
     user_agent_name: 'xdstp-relay',
-    user_agent_version: process.env.npm_package_version ?? '0.1.0',
+    user_agent_version: relayVersion(),
     client_features: ['xds.config.supports-resource-ttl'],
   };
 }
@@ -101,6 +105,7 @@ function createUpstream(authority: string | null, uris: string[], tls: UpstreamT
 
 /** Starts a relay: downstream server, upstreams, hub, cache and admin HTTP. */
 export async function startRelay(config: RelayConfig, options: RelayOptions = {}): Promise<RunningRelay> {
+  const startedAt = Date.now();
   const logger = options.logger ?? createLogger(config.logLevel);
   const metrics = options.metrics ?? new RelayMetrics();
   // Files first (certificates, policy): a bad one stops the start before anything connects.
@@ -113,7 +118,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
   // TLS / mTLS, connection limits and HTTP/2 abuse checks (src/security/downstream.ts).
   let security: DownstreamSecurity;
   try {
-    security = createDownstreamSecurity(config.security, { logger, metrics });
+    security = createDownstreamSecurity(config.security, { logger, metrics, logRepeatIntervalMs: config.logRepeatIntervalMs });
   } catch (err) {
     policy?.close();
     throw err;
@@ -167,6 +172,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     maxRequestBytes: config.maxRequestBytes,
     shareResponses: options.shareResponses ?? true,
     limits: config.security?.limits,
+    logRepeatIntervalMs: config.logRepeatIntervalMs,
     // A client is known by its verified certificate; by its node id only where the policy allows it.
     identify: (call, nodeId) => peerIdentity(call, nodeId, authorizer.allowNodeIdIdentity),
   });
@@ -175,6 +181,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
   const csds = createCsdsService({
     source: statusSource,
     logger,
+    logRepeatIntervalMs: config.logRepeatIntervalMs,
     authorize: policy ? (call, request) => authorizer.allowsCsds(peerIdentity(call, request.node?.id, authorizer.allowNodeIdIdentity)) : undefined,
   });
   downstream.addService(csds.definition, csds.implementation);
@@ -206,6 +213,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     upstreams,
     drainPeriodMs,
     listening: () => listening,
+    serverInfo: { version: relayVersion(), startedAt, config },
   };
   metrics.addCollector(() => refreshRelayGauges(parts));
 
@@ -219,6 +227,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
       adminAccess = new AdminAccess(config.security?.adminTokenFile ?? null, { logger, metrics: metrics.security });
       const access = adminAccess;
       admin = registerAdminRoutes(new AdminServer(logger, (req, path) => access.check(req, path)), parts);
+      if (options.debugHeap) registerHeapDebugRoutes(admin);
       adminPort = await admin.listen(addr.host, addr.port);
     } catch (err) {
       adminAccess?.close();

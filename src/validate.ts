@@ -31,7 +31,11 @@ export function problemsOfParseError(message: string, configPath: string | undef
   const firstLine = message.split('\n')[0] ?? message;
   const unknown = /^Unknown arguments?: (.+)$/.exec(firstLine);
   if (unknown) {
-    return unknown[1].split(/,\s*/).map((key) => ({ path: key, message: 'unknown option (not a flag nor a config-file key)' }));
+    const keys = unknown[1].split(/,\s*/);
+    // The parser names a dashed key twice (`service-host, serviceHost`): keep the spelling that was given.
+    const camel = (k: string): string => k.replace(/-([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
+    const given = keys.filter((k) => !keys.some((o) => o !== k && camel(o) === k));
+    return given.map((key) => ({ path: key, message: 'unknown option (not a flag nor a config-file key)' }));
   }
   return [{ path: configPath ?? '(arguments)', message: firstLine }];
 }
@@ -40,7 +44,11 @@ export function problemsOfConfigErrors(errors: readonly ConfigError[]): Validati
   return errors.map((e) => ({ path: e.path, message: e.message.startsWith(`${e.path}: `) ? e.message.slice(e.path.length + 2) : e.message }));
 }
 
-/** De-duplicates and prints the outcome; returns the exit code (0 valid, 1 problems). */
+/**
+ * De-duplicates and prints the outcome on stdout; returns the exit code: 0
+ * valid, 2 (what start exits with) when there are problems. The caller then
+ * writes start's one-line JSON error to stderr.
+ */
 export function reportValidation(
   out: { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream },
   source: string,
@@ -64,7 +72,7 @@ export function reportValidation(
     );
     return 0;
   }
-  out.stderr.write(`xdstp-relay: ${source}: ${unique.length} problem${unique.length === 1 ? '' : 's'}\n`);
-  for (const p of unique) out.stderr.write(`  ${p.path}: ${p.message}\n`);
-  return 1;
+  out.stdout.write(`xdstp-relay: ${source}: ${unique.length} problem${unique.length === 1 ? '' : 's'}\n`);
+  for (const p of unique) out.stdout.write(`  ${p.path}: ${p.message}\n`);
+  return 2;
 }

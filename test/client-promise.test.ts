@@ -141,3 +141,42 @@ test('unsubscribing a name and its glob in one request sends neither back', T, a
     assert.equal(c.received(ENDPOINT, E('g/m1')).length, before);
   });
 });
+
+test('a client that reconnects while the control plane is down gets its glob members from the cache', T, async () => {
+  await withRelay({}, async ({ origin, client }) => {
+    origin.setResource(ENDPOINT, E('g/m3'), 'three', 'v1');
+    const c = client({ nodeId: 'returning' });
+    c.subscribe(ENDPOINT, [GLOB, E('g/m1')]);
+    await c.waitForVersion(ENDPOINT, E('g/m3'), 'v1');
+    await c.waitForRemoved(ENDPOINT, E('g/m1'));
+    await origin.stop();
+    c.close();
+    // Like Envoy: a new stream, glob members not listed.
+    const again = client({ nodeId: 'returning' });
+    again.subscribe(ENDPOINT, [E('g/m1'), GLOB]);
+    await again.waitForVersion(ENDPOINT, E('g/m3'), 'v1');
+    assert.ok(!again.removedNames(ENDPOINT).includes(E('g/m3')));
+  });
+});
+
+test('a client subscribing ten thousand names does not hold up another client\'s update', T, async () => {
+  await withRelay({}, async ({ origin, client }) => {
+    origin.setResource(ENDPOINT, E('x'), 'x', 'v1');
+    const good = client();
+    good.subscribe(ENDPOINT, [E('x')]);
+    await good.waitForVersion(ENDPOINT, E('x'), 'v1');
+    const big = client();
+    await big.waitForReady();
+    const names = Array.from({ length: 10_000 }, (_, i) => E(`none/${i}`));
+    big.subscribe(ENDPOINT, names);
+    // The update reaches the relay while the big request is being applied.
+    await big.waitFor(() => big.removedNames(ENDPOINT).length > 0, 'the first answers to the big request');
+    origin.setResource(ENDPOINT, E('x'), 'x', 'v2');
+    await good.waitForVersion(ENDPOINT, E('x'), 'v2');
+    const answeredBefore = big.removedNames(ENDPOINT).length;
+    // All in one process here, so the slices and the update share one event loop: "before the end" is what is certain.
+    assert.ok(answeredBefore < names.length, `the update went out before the big request was done (${answeredBefore} of its names answered first)`);
+    await big.waitFor(() => big.removedNames(ENDPOINT).length === names.length, 'every name answered', 20_000);
+    assertWellFormed(good, big);
+  });
+});

@@ -13,8 +13,14 @@ import YAML from 'yaml';
 import { RelayMetrics } from '../src/metrics';
 import { spawnSync } from 'node:child_process';
 import { opensslSkip } from './support/certs';
-import { runCliToExit } from './support/cli';
-import { METRIC_TOKEN, dashboardExprs } from './support/deploy-files';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { runCliToExit, spawnCli } from './support/cli';
+import { METRIC_TOKEN, dashboardExprs, materialize, serviceLinkEnv, type ContainerView } from './support/deploy-files';
+import { TestOrigin } from './support/origin';
+import { freePort } from './support/ports';
+import { RedisServer, redisSkip } from './support/redis-server';
+import { pollUntil } from './support/admin';
 
 const T = { timeout: 30_000 };
 /** dist/test/deploy.test.js → the repository root. */
@@ -144,6 +150,7 @@ test('the Deployment runs the relay with probes on the admin port, a drain befor
   const mounts = arr(c.volumeMounts, 'volumeMounts').map((m) => obj(m, 'mount'));
   assert.ok(mounts.some((m) => m.mountPath === '/etc/xdstp-relay'));
   assert.ok(Number(podSpec.terminationGracePeriodSeconds) > 25, 'room for the drain period and the shutdown grace');
+  assert.equal(podSpec.enableServiceLinks, false, 'no service-link variables in the pod');
 });
 
 /** `--flag value` pairs of the relay container's args. */
@@ -253,6 +260,133 @@ test('the ConfigMap carries a configuration and a policy that `xdstp-relay valid
   }
 });
 
+/** Volume modes are octal in the manifests (as kubectl reads them); this YAML parser reads 0440 as the digits 440. */
+function fileMode(v: unknown, fallback: number): number {
+  if (v === undefined) return fallback;
+  return /^[0-7]{3,4}$/.test(String(v)) ? parseInt(String(v), 8) : Number(v);
+}
+
+/** Where the certificates deploy/certs/generate.sh writes end up, by Secret key. */
+function generateCerts(dir: string): Record<string, string> {
+  const gen = spawnSync('sh', [path.join(DEPLOY, 'certs', 'generate.sh'), dir], { encoding: 'utf8', timeout: 30_000 });
+  assert.equal(gen.status, 0, gen.stderr);
+  const read = (f: string): string => fs.readFileSync(path.join(dir, f), 'utf8');
+  return { 'tls.crt': read('relay.crt'), 'tls.key': read('relay.key'), 'ca.crt': read('ca.crt'), token: read('admin-token') };
+}
+
+/**
+ * What the kubelet hands the Deployment's relay container: its args, its env
+ * (a fieldRef to the pod name resolved) plus the service-link variables of
+ * every Service in the kustomization, and its ConfigMap and Secret volumes as
+ * files at their mount paths. The service links are added even though the pod
+ * turns them off (and although the kubelet skips headless Services): the relay
+ * must start either way.
+ */
+function kubeletView(all: Obj[], secrets: Record<string, Record<string, string>>, podName: string): { view: ContainerView; container: Obj } {
+  const podSpec = obj(obj(obj(one(all, 'Deployment').spec, 'spec').template, 'template').spec, 'pod spec');
+  const c = obj(arr(podSpec.containers, 'containers')[0], 'container');
+  const env: Record<string, string> = {};
+  for (const e of arr(c.env ?? [], 'env').map((x) => obj(x, 'env var'))) {
+    if (e.value !== undefined) env[String(e.name)] = String(e.value);
+    else {
+      const field = obj(obj(e.valueFrom, 'valueFrom').fieldRef, 'fieldRef').fieldPath;
+      assert.equal(field, 'metadata.name', `${String(e.name)}: a field this test knows how to fill`);
+      env[String(e.name)] = podName;
+    }
+  }
+  const services = byKind(all, 'Service').map((s, i) => ({
+    name: String(obj(s.metadata, 'metadata').name),
+    clusterIP: `10.96.0.${10 + i}`,
+    ports: arr(obj(s.spec, 'spec').ports, 'ports').map((p) => {
+      const port = obj(p, 'port');
+      return { name: port.name === undefined ? undefined : String(port.name), port: Number(port.port), protocol: String(port.protocol ?? 'TCP') };
+    }),
+  }));
+  Object.assign(env, serviceLinkEnv(services));
+
+  const files: ContainerView['files'] = new Map();
+  const volumes = arr(podSpec.volumes, 'volumes').map((v) => obj(v, 'volume'));
+  for (const m of arr(c.volumeMounts, 'volumeMounts').map((x) => obj(x, 'mount'))) {
+    const volume = volumes.find((v) => v.name === m.name);
+    assert.ok(volume, `volume ${String(m.name)}`);
+    let data: Record<string, string>;
+    let mode: number;
+    if (volume.configMap !== undefined) {
+      const cm = one(all, 'ConfigMap', String(obj(volume.configMap, 'configMap').name));
+      data = obj(cm.data, 'data') as Record<string, string>;
+      mode = fileMode(obj(volume.configMap, 'configMap').defaultMode, 0o644);
+    } else {
+      const secret = obj(volume.secret, `volume ${String(m.name)}: a configMap or a secret`);
+      const given = secrets[String(secret.secretName)];
+      assert.ok(given, `test data for Secret ${String(secret.secretName)}`);
+      data = given;
+      mode = fileMode(secret.defaultMode, 0o644);
+    }
+    for (const [key, text] of Object.entries(data)) files.set(path.posix.join(String(m.mountPath), key), { text: String(text), mode });
+  }
+  return { view: { args: arr(c.args, 'args').map(String), env, files }, container: c };
+}
+
+const run = promisify(execFile);
+
+test('the relay starts from exactly what the kubelet hands the Deployment\'s container, service links included, turns ready and drains from its preStop hook', { ...T, timeout: 60_000, skip: opensslSkip('Kubernetes start check') }, async () => {
+  const all = manifests();
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'xdstp-relay-kubelet-'));
+  const origin = await TestOrigin.start();
+  let cli: Awaited<ReturnType<typeof spawnCli>> | undefined;
+  try {
+    const generated = generateCerts(path.join(tmp, 'certs'));
+    const tlsSecret = String(obj(one(all, 'Certificate').spec, 'spec').secretName);
+    const secrets: Record<string, Record<string, string>> = {
+      [tlsSecret]: { 'tls.crt': generated['tls.crt']!, 'tls.key': generated['tls.key']!, 'ca.crt': generated['ca.crt']! },
+      'xdstp-relay-admin-token': { token: generated.token! },
+    };
+    const { view, container } = kubeletView(all, secrets, 'xdstp-relay-6d5f8b7c9-x2k4q');
+    assert.ok(Object.keys(view.env).some((k) => k.startsWith('XDSTP_RELAY_PORT_18000_TCP')), Object.keys(view.env).join(' '));
+
+    // The pod's own network: its fixed ports become free local ones, the
+    // cluster's control plane this machine's test origin.
+    const config = String(obj(one(all, 'ConfigMap').data, 'data')['config.yaml']);
+    const listen = `127.0.0.1:${await freePort()}`;
+    const admin = `127.0.0.1:${await freePort()}`;
+    const network = new Map<string, string>([
+      ['0.0.0.0:18000', listen],
+      ['0.0.0.0:9901', admin],
+      ['127.0.0.1:9901', admin],
+    ]);
+    for (const m of config.matchAll(/grpcs?:\/\/([^\s,#]+)/g)) network.set(m[1]!, origin.uri.replace(/^grpc:\/\//, ''));
+    const { args, env, rewrite } = materialize(view, tmp, network);
+
+    cli = await spawnCli(args, env, 10_000, { exact: true });
+    const ignored = cli.logs.find((l) => Array.isArray(l.ignored))?.ignored as string[] | undefined;
+    assert.ok(ignored?.includes('XDSTP_RELAY_SERVICE_HOST'), 'the service links were seen and set aside');
+    assert.equal(cli.logs.find((l) => l.msg === 'relay listening')?.nodeId, 'xdstp-relay-6d5f8b7c9-x2k4q', 'the node id from the pod name');
+
+    const portOf = (name: unknown): string => {
+      const p = arr(container.ports, 'ports').map((x) => obj(x, 'port')).find((x) => x.name === name || x.containerPort === name);
+      assert.equal(p?.containerPort, 9901, 'probes go to the admin port');
+      return admin;
+    };
+    await pollUntil(async () => (await fetch(`http://${admin}/readyz`)).status === 200, '/readyz 200', 20_000);
+    for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) {
+      const get = obj(obj(container[probe], probe).httpGet, `${probe}.httpGet`);
+      const res = await fetch(`http://${portOf(get.port)}${String(get.path)}`);
+      await res.text();
+      assert.equal(res.status, 200, `${probe} ${String(get.path)}`);
+    }
+
+    const hook = arr(obj(obj(obj(container.lifecycle, 'lifecycle').preStop, 'preStop').exec, 'exec').command, 'command').map((a) => rewrite(String(a)));
+    assert.equal(hook[0], 'node');
+    await run(process.execPath, hook.slice(1), { timeout: 30_000 });
+    assert.ok(cli.logs.some((l) => l.msg?.startsWith('drain started')), 'the preStop hook reached POST /drain with the token');
+    assert.equal((await fetch(`http://${admin}/readyz`)).status, 503, 'drained: no longer ready');
+  } finally {
+    await cli?.stop();
+    await origin.stop();
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});
+
 // --------------------------------------------------------------------- compose
 
 function compose(): { services: Record<string, Obj> } {
@@ -352,6 +486,52 @@ test('the compose services run configurations that `xdstp-relay validate` accept
   }
 });
 
+test('relay-1 of compose starts from its command, the certs volume and its configs, and turns ready', { ...T, timeout: 60_000, skip: opensslSkip('compose start check') || redisSkip('compose start check') }, async () => {
+  const { services } = compose();
+  const doc = readYamlDocs(path.join(DEPLOY, 'compose.yaml'))[0]!;
+  const relay = services['relay-1']!;
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'xdstp-relay-compose-run-'));
+  const origin = await TestOrigin.start();
+  const redis = await RedisServer.start();
+  let cli: Awaited<ReturnType<typeof spawnCli>> | undefined;
+  try {
+    const certsDir = path.join(tmp, 'generated');
+    generateCerts(certsDir);
+    const files: ContainerView['files'] = new Map();
+    assert.ok(arr(relay.volumes, 'volumes').map(String).includes('certs:/certs:ro'));
+    for (const f of fs.readdirSync(certsDir)) files.set(`/certs/${f}`, { text: fs.readFileSync(path.join(certsDir, f), 'utf8'), mode: 0o640 });
+    const configs = obj(doc.configs, 'configs');
+    for (const c of arr(relay.configs, 'configs').map((x) => obj(x, 'config'))) {
+      const source = path.resolve(DEPLOY, String(obj(configs[String(c.source)], 'config source').file));
+      files.set(String(c.target), { text: fs.readFileSync(source, 'utf8'), mode: 0o444 });
+    }
+    const env = Object.fromEntries(Object.entries(relay.environment === undefined ? {} : obj(relay.environment, 'environment')).map(([k, v]) => [k, String(v)]));
+    // The compose network: service names become this machine's origin and Redis, fixed ports free ones.
+    const listen = `127.0.0.1:${await freePort()}`;
+    const admin = `127.0.0.1:${await freePort()}`;
+    const network = new Map<string, string>([
+      ['0.0.0.0:18000', listen],
+      ['0.0.0.0:9901', admin],
+      ['origin:18000', origin.uri.replace(/^grpc:\/\//, '')],
+      ['redis:6379', `127.0.0.1:${redis.port}`],
+    ]);
+    const { args, env: runEnv } = materialize({ args: commandOf(relay), env, files }, tmp, network);
+    cli = await spawnCli(args, runEnv, 10_000, { exact: true });
+    await pollUntil(async () => (await fetch(`http://${admin}/readyz`)).status === 200, '/readyz 200', 20_000);
+    const check = arr(obj(relay.healthcheck, 'healthcheck').test, 'healthcheck test').map(String).join(' ');
+    const probePath = /http:\/\/127\.0\.0\.1:9901(\/\S*)/.exec(check)?.[1];
+    assert.ok(probePath, check);
+    const res = await fetch(`http://${admin}${probePath}`);
+    await res.text();
+    assert.equal(res.status, 200, `the healthcheck's ${probePath}`);
+  } finally {
+    await cli?.stop();
+    await redis.stop();
+    await origin.stop();
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});
+
 // ------------------------------------------------------------------ Dockerfile
 
 test('the Dockerfile is multi-stage, runs node dist/src/cli.js as a non-root user and ships what the relay reads', T, () => {
@@ -381,6 +561,17 @@ test('the Dockerfile is multi-stage, runs node dist/src/cli.js as a non-root use
   for (const p of ['package.json', 'package-lock.json', 'tsconfig.json', 'src', 'protos', 'examples']) {
     assert.ok(fs.existsSync(path.join(ROOT, p)), `${p} exists to be copied`);
   }
+});
+
+test('the image runs a supported Node LTS (22) while the package still accepts Node 20', T, () => {
+  const text = fs.readFileSync(path.join(DEPLOY, 'Dockerfile'), 'utf8');
+  const image = /^ARG NODE_IMAGE=(\S+)$/m.exec(text)?.[1];
+  assert.ok(image, 'the Node image is one ARG');
+  assert.match(image, /^node:22(\.|-|$)/);
+  const froms = text.split('\n').filter((l) => /^FROM\s/i.test(l));
+  assert.ok(froms.every((l) => l.includes('${NODE_IMAGE}')), `every stage on that image: ${froms.join(' | ')}`);
+  const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { engines?: { node?: string } };
+  assert.equal(pkg.engines?.node, '>=20');
 });
 
 // ------------------------------------------------------- dashboard and alerts

@@ -329,3 +329,17 @@ test('responses: clients asking one after another for the same large set share o
   assert.notEqual(second.stream.sent[1].nonce, second.stream.sent[0].nonce);
   assert.equal(second.stream.decoded()[1].resources!.length, 10);
 });
+
+test('state: re-subscribing a glob resends its members, and a member subscribed under another spelling stays held', () => {
+  const { client, push, a } = setup();
+  const c = client();
+  const spelled = L('g/m?k=1&j=2');
+  c.subscribe([spelled, L('g/*?j=2&k=1')]);
+  push(a, LISTENER, [[L('g/m?j=2&k=1'), 'v1']]);
+  assert.equal(c.state.held.get(spelled), 'v1');
+  const before = c.stream.sent.length;
+  c.subscribe([L('g/*?j=2&k=1')]);
+  const resent = c.stream.decoded().slice(before).flatMap((r) => (r.resources ?? []).map((x) => x.name));
+  assert.deepEqual(resent, [L('g/m?j=2&k=1')], 'the member again, under its canonical name');
+  assert.equal(c.state.held.get(spelled), 'v1', 'the other spelling is still held');
+});

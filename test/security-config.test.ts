@@ -73,8 +73,8 @@ test('the config-file authority form carries servers, ca, cert, key and server-n
 
   fs.rmSync(path.join(dir, 'client.key'));
   const broken = await runCliToExit(['validate', '--config', file]);
-  assert.equal(broken.code, 1);
-  assert.match(broken.stderr, /authority\.mesh\.example: client key .*client\.key: no such file/);
+  assert.equal(broken.code, 2);
+  assert.match(broken.stdout, /authority\.mesh\.example: client key .*client\.key: no such file/);
 });
 
 test('an authority\'s own TLS settings win over the --upstream-tls-* defaults, and a certificate always comes with its own key', () => {
@@ -117,11 +117,11 @@ test('validate names a missing certificate, a key that is not the certificate\'s
     '--policy', policy,
     '--admin-token', token,
   ]);
-  assert.equal(res.code, 1, res.stdout + res.stderr);
-  assert.match(res.stderr, /^ {2}tls-key: .*the private key does not belong to the certificate/m);
-  assert.match(res.stderr, /^ {2}tls-client-ca: client CA .*missing-ca\.crt: no such file/m);
-  assert.match(res.stderr, /^ {2}policy: .*rules\[0\]: unknown key "authoritys"/m);
-  assert.match(res.stderr, /^ {2}admin-token: .*empty/m);
+  assert.equal(res.code, 2, res.stdout + res.stderr);
+  assert.match(res.stdout, /^ {2}tls-key: .*the private key does not belong to the certificate/m);
+  assert.match(res.stdout, /^ {2}tls-client-ca: client CA .*missing-ca\.crt: no such file/m);
+  assert.match(res.stdout, /^ {2}policy: .*rules\[0\]: unknown key "authoritys"/m);
+  assert.match(res.stdout, /^ {2}admin-token: .*empty/m);
 });
 
 test('validate accepts working TLS, mTLS, policy and token files and says so', T, async () => {

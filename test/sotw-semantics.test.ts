@@ -198,3 +198,38 @@ test('SotW streams show in /debug/clients and the metrics by protocol, and a dra
     }
   });
 });
+
+const C = (rest: string): string => xdstp('a', CLUSTER, rest);
+
+test('SotW: a full state that asks for a glob and one of its members carries the member once', T, async () => {
+  await withRelay({}, async ({ origin, address }) => {
+    origin.setResource(CLUSTER, C('g/m1?j=2&k=1'), 'm1', 'v1');
+    origin.setResource(CLUSTER, C('g/m2?j=2&k=1'), 'm2', 'v1');
+    const c = new SotwClient(address);
+    try {
+      c.request(CLUSTER, [C('g/*?k=1&j=2'), C('g/m1?k=1&j=2')]);
+      await c.waitFor(() => payloads(c.of(CLUSTER).at(-1)).includes('m2'), 'the glob');
+      origin.setResource(CLUSTER, C('g/m1?j=2&k=1'), 'm1b', 'v2');
+      await c.waitFor(() => payloads(c.of(CLUSTER).at(-1)).includes('m1b'), 'the change');
+      for (const r of c.of(CLUSTER)) assert.equal(new Set(payloads(r)).size, payloads(r).length, `no resource twice in ${payloads(r).join(', ')}`);
+      assert.deepEqual(payloads(c.of(CLUSTER).at(-1)), ['m1b', 'm2']);
+    } finally {
+      c.close();
+    }
+  });
+});
+
+test('SotW: a per-name response that answers a glob and one of its members carries the member once', T, async () => {
+  await withRelay({}, async ({ origin, address }) => {
+    origin.setResource(ENDPOINT, E('g/m1?j=2&k=1'), 'm1', 'v1');
+    const c = new SotwClient(address);
+    try {
+      c.request(ENDPOINT, [E('g/*?k=1&j=2'), E('g/m1?k=1&j=2')]);
+      await c.waitFor(() => c.of(ENDPOINT).length > 0, 'an answer');
+      await c.expectNoResponse(200);
+      for (const r of c.of(ENDPOINT)) assert.deepEqual(payloads(r), ['m1']);
+    } finally {
+      c.close();
+    }
+  });
+});

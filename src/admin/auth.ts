@@ -16,9 +16,10 @@ import { FilePoller } from '../security/file-poller';
 import type { SecurityMetrics } from '../security/metrics';
 import type { AdminReply } from './server';
 
-/** POSTs and /debug/*. */
+/** POSTs, /debug/* and /server_info. */
 export function isProtectedRoute(method: string, pathname: string): boolean {
-  return method !== 'GET' && method !== 'HEAD' ? true : pathname === '/debug' || pathname.startsWith('/debug/');
+  // /server_info dumps the configuration (redacted, but it maps the deployment): as private as /debug/*.
+  return method !== 'GET' && method !== 'HEAD' ? true : pathname === '/debug' || pathname.startsWith('/debug/') || pathname === '/server_info';
 }
 
 export function isLoopback(address: string | undefined): boolean {

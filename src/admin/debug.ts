@@ -172,6 +172,8 @@ export function upstreamsView(upstreams: Iterable<UpstreamInfo>): Array<Record<s
     connected: u.connected,
     state: u.status.state,
     subscriptions: u.subscriptionCount(),
+    // Per server: state, last error (gRPC code and message), last connected, last response.
+    servers: u.status.servers ?? [],
     status: u.status,
   }));
 }

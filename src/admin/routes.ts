@@ -21,6 +21,7 @@ import {
   type UpstreamInfo,
 } from './debug';
 import { envoyPayloadDecoder, type PayloadDecoder } from './payload';
+import { serverInfo, type ServerInfoSource } from './server-info';
 
 /** What the admin server sees of a running relay. */
 export interface AdminParts {
@@ -41,6 +42,8 @@ export interface AdminParts {
   listening(): boolean;
   /** Payload → JSON for /debug/cache; Envoy's registry by default. */
   readonly decodePayload?: PayloadDecoder;
+  /** Version, start time and configuration for /server_info (absent: the endpoint is not served). */
+  readonly serverInfo?: ServerInfoSource;
 }
 
 /** Known upstream states; grows (boundedly) with states other upstream kinds report. */
@@ -118,6 +121,8 @@ const ENDPOINTS = {
   'GET /debug/clients?node=&limit=&held=': 'client streams: node ids, subscriptions, ack state',
   'GET /debug/subscriptions?prefix=&limit=': 'upstream subscriptions: keys, refcounts, sync state; upstream states',
   'GET /debug/cache?prefix=&limit=&payloads=': 'cached resources: names, versions, payloads as JSON',
+  'GET /server_info': 'version, Node version, start time, uptime, the effective configuration (secrets redacted) and its sha256',
+  'GET /debug/upstreams': 'upstreams and their servers: state, last error, last connected, last response',
   'GET /log-level': 'current log level',
   'POST /drain?period=MS&wait=1': 'flip /readyz to 503 and send clients away gradually',
   'POST /log-level?level=LEVEL': `change the log level (${LOG_LEVELS.join('|')})`,
@@ -129,6 +134,10 @@ export function registerAdminRoutes(admin: AdminServer, parts: AdminParts): Admi
   let decoder = parts.decodePayload;
   let drainLogged = false;
 
+  if (parts.serverInfo) {
+    const src = parts.serverInfo;
+    admin.route('GET /server_info', () => ({ status: 200, body: serverInfo(src) }));
+  }
   return admin
     .route('GET /', () => ({ status: 200, body: { service: 'xdstp-relay', endpoints: ENDPOINTS } }))
     .route('GET /healthz', () => ({ status: 200, body: { status: 'ok' } }))

@@ -8,26 +8,35 @@ import type { StoredResource } from './types';
  */
 export interface Variant {
   readonly id: number;
+  /** The cache key of the resource it is a copy of (one resource may travel under several names). */
+  readonly key: string;
   readonly name: string;
   readonly version: string;
   /** The encoded `Resource` (delta responses carry it). */
   readonly bytes: Buffer;
   /** The payload `Any` alone (state-of-the-world responses carry it); undefined for heartbeats. */
   readonly payload: Buffer | undefined;
+  /**
+   * True once the cache no longer holds this copy (replaced by a newer
+   * version, or dropped): nothing will offer it to a client again, so
+   * anything memoized on it (responses.ts RecentAnswers) is dead weight.
+   */
+  retired: boolean;
 }
 
 let nextVariantId = 1;
 
 const NO_ENTRIES: readonly CacheEntry[] = [];
 
-export function makeVariant(name: string, version: string, bytes: Buffer, payload?: Buffer): Variant {
-  return { id: nextVariantId++, name, version, bytes, payload };
+export function makeVariant(key: string, name: string, version: string, bytes: Buffer, payload?: Buffer): Variant {
+  return { id: nextVariantId++, key, name, version, bytes, payload, retired: false };
 }
 
 /** A resource as the in-process cache holds it. */
 export class CacheEntry {
   private variants: Map<string, Variant> | undefined;
   private plain: Variant | undefined;
+  private retired = false;
 
   constructor(
     readonly stored: StoredResource,
@@ -46,19 +55,31 @@ export class CacheEntry {
     return this.stored.version;
   }
 
+  /** Marks every copy made of this entry (and those made later) as no longer held by the cache, or held again. */
+  setRetired(retired: boolean): void {
+    this.retired = retired;
+    if (this.plain) this.plain.retired = retired;
+    if (this.variants) for (const v of this.variants.values()) v.retired = retired;
+  }
+
   /** The resource under `name`, with its TTL only for clients that understand TTLs. */
   variant(name: string, withTtl: boolean): Variant {
     const ttlField = withTtl ? this.parts.ttlField : undefined;
     if (name === this.name && ttlField === undefined) {
-      return (this.plain ??= makeVariant(name, this.version, assembleResource(name, this.parts.body, undefined), this.parts.payload));
+      return (this.plain ??= this.made(makeVariant(this.key, name, this.version, assembleResource(name, this.parts.body, undefined), this.parts.payload)));
     }
     const memoKey = ttlField ? `${name}\u0001` : name;
     this.variants ??= new Map();
     let v = this.variants.get(memoKey);
     if (!v) {
-      v = makeVariant(name, this.version, assembleResource(name, this.parts.body, ttlField), this.parts.payload);
+      v = this.made(makeVariant(this.key, name, this.version, assembleResource(name, this.parts.body, ttlField), this.parts.payload));
       this.variants.set(memoKey, v);
     }
+    return v;
+  }
+
+  private made(v: Variant): Variant {
+    v.retired = this.retired;
     return v;
   }
 }
@@ -95,6 +116,10 @@ export class MemoryCache {
 
   set(entry: CacheEntry): void {
     const prev = this.resources.get(entry.key);
+    if (prev !== entry) {
+      prev?.setRetired(true);
+      entry.setRetired(false);
+    }
     if (prev) {
       this.totalBytes -= prev.stored.resource.length;
       if (prev.stored.glob !== undefined) this.memberLists.delete(prev.stored.glob);
@@ -117,6 +142,7 @@ export class MemoryCache {
     const entry = this.resources.get(key);
     if (!entry) return undefined;
     this.resources.delete(key);
+    entry.setRetired(true);
     this.totalBytes -= entry.stored.resource.length;
     const glob = entry.stored.glob;
     if (glob !== undefined) {

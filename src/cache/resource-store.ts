@@ -136,7 +136,10 @@ export class ResourceStore {
   uncacheable(stored: StoredResource, name: string, parts: ResourceParts): CacheEntry {
     this.forget(stored.key);
     this.memory.clearAbsent(stored.key);
-    return new CacheEntry(stored, name, parts);
+    const entry = new CacheEntry(stored, name, parts);
+    // Never held by the cache: its copies are not worth memoizing answers on.
+    entry.setRetired(true);
+    return entry;
   }
 
   /** A TTL heartbeat for the current version: the expiry moves on. False when the version is not the cached one. */

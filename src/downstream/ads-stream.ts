@@ -1,13 +1,16 @@
 import * as grpc from '@grpc/grpc-js';
 import type { SubscriptionEngine } from '../hub/engine';
-import type { FanOut } from '../hub/fan-out';
+import { FanOut } from '../hub/fan-out';
 import type { Logger } from '../log';
+import { WarnLimiter } from '../log-limit';
 import type { RelayMetrics } from '../metrics';
 import type { Node } from '../proto/messages';
 import { RequestError } from '../proto/requests';
 import type { StreamLimits } from '../security/limits';
 import { TokenBucket } from '../security/token-bucket';
+import { watchTruncation } from './framing';
 import { sendGoaway } from './goaway';
+import type { RequestScheduler, ScheduledWork } from './request-scheduler';
 import { SubscriptionState, type OutgoingResponse, type ResponseBuilder, type StreamPort } from './subscription-state';
 
 export const TTL_CLIENT_FEATURE = 'xds.config.supports-resource-ttl';
@@ -29,17 +32,31 @@ export interface AdsStreamOptions {
   identify?(call: grpc.ServerDuplexStream<Buffer, Buffer>, nodeId: string | undefined): string | undefined;
   /** What one stream may cost (names, subscriptions, change rate); absent = unbounded. */
   limits?: StreamLimits;
+  /** Relay-wide, for warnings every stream can cause once (its ending), so many streams cannot flood the log either. */
+  relayWarnings?: WarnLimiter;
+  /** A stream's own repeated warnings (refusals, NACKs) are summarized at most this often (default 10 s). */
+  logRepeatIntervalMs?: number;
+  /** Fair turns for large requests and for streams with work waiting (request-scheduler.ts). */
+  scheduler: RequestScheduler;
   onClose(stream: AdsStream): void;
 }
 
+/** A request up to this size is applied as it arrives (when its stream has nothing waiting); a larger one waits for a turn. */
+const INLINE_REQUEST_BYTES = 16 * 1024;
+/** Names of one subscribe list applied per turn: a few milliseconds of work. */
+export const SUBSCRIBE_SLICE = 256;
+/** A stream with this many requests waiting stops being read (HTTP/2 flow control holds its client back). */
+const PAUSE_AT_WAITING = 4;
+
 let nextStreamId = 1;
+let truncationUnwatchedLogged = false;
 
 /**
  * One downstream ADS stream, either protocol: the gRPC call's lifecycle,
  * writes with back-pressure, and one SubscriptionState per type URL. The
  * protocol subclasses only decode requests and apply their rules.
  */
-export abstract class AdsStream implements StreamPort {
+export abstract class AdsStream implements StreamPort, ScheduledWork {
   readonly id = nextStreamId++;
   readonly peer: string;
   readonly openedAt = Date.now();
@@ -50,11 +67,19 @@ export abstract class AdsStream implements StreamPort {
   readonly states = new Map<string, SubscriptionState>();
   blocked = false;
   private closed = false;
-  private refusalLogged = false;
+  /** Warnings this stream's input causes (refused names, NACKs): bounded by time, not by input. Made on the first. */
+  private warningLimiter: WarnLimiter | undefined;
   /** Subscription changes this stream may still make (--subscription-rate / --subscription-burst). */
   private readonly changeBudget: TokenBucket | undefined;
   lastNonce = '';
   lastAckedNonce = '';
+  /** Requests that arrived while earlier work of this stream was waiting, in order. */
+  private readonly waitingRequests: Buffer[] = [];
+  /** The rest of a request being applied in slices; it runs before the next waiting request. */
+  private continuation: (() => boolean) | undefined;
+  /** This stream is in the scheduler's queue. */
+  private queued = false;
+  private paused = false;
 
   constructor(
     protected readonly call: grpc.ServerDuplexStream<Buffer, Buffer>,
@@ -73,6 +98,19 @@ export abstract class AdsStream implements StreamPort {
     call.on('cancelled', () => this.close('cancelled'));
     call.on('close', () => this.close('closed'));
     call.on('drain', () => this.onDrain());
+    // A message cut off by the client's end of stream is a malformed request, not a clean close.
+    const watched = watchTruncation(call, (missing) => {
+      this.opts.metrics.badRequests.inc({ reason: 'truncated' });
+      this.fail(grpc.status.INVALID_ARGUMENT, `request message cut off by the end of the stream (${missing} bytes missing)`);
+    });
+    if (!watched && !truncationUnwatchedLogged) {
+      truncationUnwatchedLogged = true;
+      opts.logger.warn('this @grpc/grpc-js hides its HTTP/2 streams: a request cut off by the end of a stream is not detected');
+    }
+  }
+
+  private get warnings(): WarnLimiter {
+    return (this.warningLimiter ??= new WarnLimiter(this.opts.logger, this.opts.logRepeatIntervalMs, { client: this.id, peer: this.peer }));
   }
 
   get nodeId(): string {
@@ -92,7 +130,9 @@ export abstract class AdsStream implements StreamPort {
   /** Ends the stream with a status; the client's subscriptions are released. */
   fail(code: grpc.status, details: string): void {
     if (this.closed) return;
-    this.opts.logger.warn({ client: this.id, peer: this.peer, node: this.nodeId, code: grpc.status[code], details }, 'ending client stream');
+    const fields = { client: this.id, peer: this.peer, node: this.nodeId, code: grpc.status[code], details };
+    if (this.opts.relayWarnings) this.opts.relayWarnings.warn(`stream ended: ${grpc.status[code]}`, fields, 'ending client stream');
+    else this.opts.logger.warn(fields, 'ending client stream');
     this.close(details);
     // grpc-js turns an 'error' emitted on a server stream into the call's final status.
     this.call.emit('error', { code, details, metadata: new grpc.Metadata() });
@@ -125,10 +165,9 @@ export abstract class AdsStream implements StreamPort {
   }
 
   refused(state: SubscriptionState, name: string, reason: string, message: string): void {
-    // Once per stream at warn; the rest at debug, so a hostile client cannot flood the log.
-    const level = this.refusalLogged ? 'debug' : 'warn';
-    this.refusalLogged = true;
-    this.opts.logger[level](
+    // The first per reason at warn, then a summary now and then; every one at debug.
+    this.warnings.warn(
+      `refused: ${reason}`,
       { client: this.id, node: this.nodeId, identity: this.identity, typeUrl: state.typeUrl, name, reason, detail: message },
       'subscription refused; answered as not existing',
     );
@@ -142,16 +181,92 @@ export abstract class AdsStream implements StreamPort {
 
   private onData(bytes: Buffer): void {
     if (this.closed) return;
-    try {
+    if (!this.queued && bytes.length <= INLINE_REQUEST_BYTES) {
+      this.apply(bytes);
+      return;
+    }
+    this.waitingRequests.push(bytes);
+    if (this.waitingRequests.length >= PAUSE_AT_WAITING && !this.paused) {
+      this.paused = true;
+      this.call.pause();
+    }
+    this.takeTurn();
+  }
+
+  /** One slice of this stream's waiting work (ScheduledWork): the request in progress, else the next request. */
+  runSlice(): boolean {
+    if (!this.closed) {
+      if (this.continuation) {
+        const more = this.guarded(this.continuation);
+        if (!more) this.continuation = undefined;
+      } else {
+        const next = this.waitingRequests.shift();
+        if (next) this.apply(next);
+        if (this.paused && this.waitingRequests.length < PAUSE_AT_WAITING && !this.closed) {
+          this.paused = false;
+          this.call.resume();
+        }
+      }
+    }
+    this.queued = !this.closed && (this.continuation !== undefined || this.waitingRequests.length > 0);
+    if (!this.queued) this.waitingRequests.length = 0;
+    return this.queued;
+  }
+
+  private takeTurn(): void {
+    if (this.queued) return;
+    this.queued = true;
+    this.opts.scheduler.enqueue(this);
+  }
+
+  /**
+   * Subscribes `names` a slice per turn when there are many, so one large
+   * request does not hold up other clients: the first slice now (inside
+   * `fan`), each further one in its own round. Duplicates count once.
+   */
+  protected subscribeInSlices(state: SubscriptionState, names: readonly string[], initial: ReadonlyMap<string, string> | undefined, fan: FanOut): void {
+    const apply = (slice: readonly string[], round: FanOut): void => {
+      const allowed = this.refuseTooLong(state, slice, round);
+      if (allowed.length > 0) state.subscribe(allowed, round, initial);
+    };
+    if (names.length <= SUBSCRIBE_SLICE) {
+      apply(names, fan);
+      return;
+    }
+    const all = [...new Set(names)];
+    apply(all.slice(0, SUBSCRIBE_SLICE), fan);
+    let offset = SUBSCRIBE_SLICE;
+    if (offset >= all.length) return;
+    this.continuation = () => {
+      const round = new FanOut();
+      apply(all.slice(offset, offset + SUBSCRIBE_SLICE), round);
+      round.finish();
+      offset += SUBSCRIBE_SLICE;
+      return offset < all.length;
+    };
+    this.takeTurn();
+  }
+
+  private apply(bytes: Buffer): void {
+    this.guarded(() => {
       this.handle(bytes);
+      return false;
+    });
+  }
+
+  /** Runs request work; input the relay will not act on, or a failure, ends this stream only. */
+  private guarded(work: () => boolean): boolean {
+    try {
+      return work();
     } catch (err) {
       if (err instanceof RequestError) {
         this.opts.metrics.badRequests.inc({ reason: 'undecodable' });
         this.fail(grpc.status.INVALID_ARGUMENT, err.message);
-        return;
+        return false;
       }
       this.opts.logger.error({ client: this.id, err }, 'failed to handle client request');
       this.fail(grpc.status.INTERNAL, 'internal error while handling the request');
+      return false;
     }
   }
 
@@ -244,9 +359,9 @@ export abstract class AdsStream implements StreamPort {
   }
 
   protected noteNack(state: SubscriptionState, nonce: string, message: string): void {
-    const { metrics, logger } = this.opts;
+    const { metrics } = this.opts;
     metrics.nacks.inc({ type: metrics.typeLabel(state.typeUrl) });
-    logger.warn({ client: this.id, node: this.nodeId, typeUrl: state.typeUrl, nonce, error: message }, 'client NACK');
+    this.warnings.warn('nack', { client: this.id, node: this.nodeId, typeUrl: state.typeUrl, nonce, error: message }, 'client NACK');
     state.nack(nonce, message);
   }
 
@@ -262,6 +377,7 @@ export abstract class AdsStream implements StreamPort {
     if (this.closed) return;
     this.closed = true;
     for (const state of this.states.values()) state.close();
+    this.warningLimiter?.close();
     this.opts.logger.info({ client: this.id, peer: this.peer, node: this.nodeId, protocol: this.protocol, why }, 'client stream closed');
     this.opts.onClose(this);
   }

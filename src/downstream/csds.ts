@@ -6,6 +6,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../log';
+import { WarnLimiter } from '../log-limit';
 import {
   clientStatusRequestCodec,
   clientStatusResponseCodec,
@@ -96,6 +97,8 @@ export type CsdsCall = grpc.ServerUnaryCall<Buffer, Buffer> | grpc.ServerDuplexS
 export interface CsdsServiceOptions {
   source: StatusSource;
   logger: Logger;
+  /** Repeated refusals are summarized at most this often (default 10 s). */
+  logRepeatIntervalMs?: number;
   /**
    * Issue 14 (security policy) plugs in here: return false to refuse a caller
    * (answered PERMISSION_DENIED). Asked once per request, with the decoded
@@ -111,7 +114,7 @@ interface Failure {
 }
 
 /** Decodes, authorizes and answers one request: the encoded response, or why not. */
-function answer(opts: CsdsServiceOptions, call: CsdsCall, bytes: Buffer): Buffer | Failure {
+function answer(opts: CsdsServiceOptions, warnings: WarnLimiter, call: CsdsCall, bytes: Buffer): Buffer | Failure {
   let request: ClientStatusRequest;
   try {
     request = clientStatusRequestCodec.decode(bytes);
@@ -119,7 +122,7 @@ function answer(opts: CsdsServiceOptions, call: CsdsCall, bytes: Buffer): Buffer
     return { code: grpc.status.INVALID_ARGUMENT, details: `undecodable ClientStatusRequest: ${(err as Error).message}` };
   }
   if (opts.authorize && !opts.authorize(call, request)) {
-    opts.logger.warn({ peer: call.getPeer() }, 'CSDS request refused by policy');
+    warnings.warn('csds refused', { peer: call.getPeer() }, 'CSDS request refused by policy');
     return { code: grpc.status.PERMISSION_DENIED, details: 'not allowed to read client status (CSDS)' };
   }
   try {
@@ -138,8 +141,10 @@ export function createCsdsService(opts: CsdsServiceOptions): {
   definition: grpc.ServiceDefinition;
   implementation: grpc.UntypedServiceImplementation;
 } {
+  // One caller can send any number of refused requests: warnings bounded by time.
+  const warnings = new WarnLimiter(opts.logger, opts.logRepeatIntervalMs);
   const fetch = (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>): void => {
-    const out = answer(opts, call, call.request);
+    const out = answer(opts, warnings, call, call.request);
     if (Buffer.isBuffer(out)) callback(null, out);
     else callback({ code: out.code, details: out.details, metadata: new grpc.Metadata() });
   };
@@ -147,7 +152,7 @@ export function createCsdsService(opts: CsdsServiceOptions): {
     let ended = false;
     call.on('data', (bytes: Buffer) => {
       if (ended) return;
-      const out = answer(opts, call, bytes);
+      const out = answer(opts, warnings, call, bytes);
       if (Buffer.isBuffer(out)) {
         call.write(out);
         return;

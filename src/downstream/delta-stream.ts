@@ -38,8 +38,7 @@ export class DeltaStream extends AdsStream {
     const fan = new FanOut();
     if (req.unsubscribe.length > 0) state.unsubscribe(req.unsubscribe, fan);
     if (first) state.setInitialVersions(req.initialVersions);
-    subscribe = this.refuseTooLong(state, subscribe, fan);
-    if (subscribe.length > 0) state.subscribe(subscribe, fan, first ? req.initialVersions : undefined);
+    this.subscribeInSlices(state, subscribe, first ? req.initialVersions : undefined, fan);
     fan.finish();
   }
 }

@@ -73,32 +73,124 @@ function shared(fan: FanOut, protocol: string, key: unknown, encode: () => Outgo
  * ask for the same names), shared across rounds. Keyed by content: variants
  * are immutable and their ids unique, so a hit is byte-for-byte the answer.
  * Bounded by bytes; the oldest go first.
+ *
+ * An answer holding a variant the cache has retired (a newer version came,
+ * or the last subscriber left and the resource was dropped) can never be
+ * asked for again: its key names that variant's id. Such answers are
+ * dropped as they are found — a few of the oldest are looked at on every
+ * store, and all of them once a second while any are kept — rather than
+ * kept until the byte bound pushes them out: streams coming and going, each
+ * re-fetching what the previous ones let go, would otherwise leave the heap
+ * growing by every answer they were sent, up to the bound.
  */
 class RecentAnswers {
   private readonly byKey = new Map<string, OutgoingResponse[]>();
   private bytes = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private closed = false;
 
   constructor(private readonly maxBytes: number) {}
 
+  /** Drops everything and stops the periodic sweep (the relay is stopping). */
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.byKey.clear();
+    this.bytes = 0;
+  }
+
   get(key: string, state: SubscriptionState): OutgoingResponse[] | undefined {
     const hit = this.byKey.get(key);
+    if (!hit) return undefined;
+    if (isStale(hit)) {
+      this.drop(key, hit);
+      return undefined;
+    }
     // A stream never gets the same nonce twice.
-    if (!hit || hit.some((r) => r.nonce === state.lastNonce || state.unacked.includes(r))) return undefined;
+    if (hit.some((r) => r.nonce === state.lastNonce || state.unacked.includes(r))) return undefined;
     return hit;
   }
 
   set(key: string, responses: OutgoingResponse[]): void {
+    if (this.closed) return;
+    this.sweep(SWEEP_PER_STORE);
+    this.scheduleSweep();
     let size = 0;
     for (const r of responses) size += r.bytes.length;
     if (size > this.maxBytes / 4) return;
+    const prev = this.byKey.get(key);
+    if (prev) this.drop(key, prev);
     this.byKey.set(key, responses);
     this.bytes += size;
     for (const [k, rs] of this.byKey) {
       if (this.bytes <= this.maxBytes) break;
-      this.byKey.delete(k);
-      for (const r of rs) this.bytes -= r.bytes.length;
+      this.drop(k, rs);
     }
   }
+
+  /** Looks at up to `n` of the oldest answers: stale ones go, live ones move to the back. */
+  sweep(n: number): void {
+    for (let i = 0; i < n && this.byKey.size > 0; i++) {
+      const [k, rs] = this.byKey.entries().next().value as [string, OutgoingResponse[]];
+      this.byKey.delete(k);
+      if (isStale(rs)) {
+        for (const r of rs) this.bytes -= r.bytes.length;
+      } else {
+        this.byKey.set(k, rs);
+      }
+    }
+  }
+
+  /** A full sweep a second from now, and again after it while answers are kept (the timer never holds the process up). */
+  private scheduleSweep(): void {
+    if (this.timer || this.closed) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.sweep(this.byKey.size);
+      if (this.byKey.size > 0) this.scheduleSweep();
+    }, SWEEP_INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  private drop(key: string, rs: OutgoingResponse[]): void {
+    this.byKey.delete(key);
+    for (const r of rs) this.bytes -= r.bytes.length;
+  }
+}
+
+/** Answers looked at per store: more than one, so stale answers go faster than new ones come. */
+const SWEEP_PER_STORE = 4;
+/** Every answer is looked at this often while any are kept: a full pass costs microseconds per answer. */
+const SWEEP_INTERVAL_MS = 1000;
+
+function carriesHeartbeat(adds: readonly Variant[]): boolean {
+  for (const v of adds) if (v.payload === undefined) return true;
+  return false;
+}
+
+function isStale(rs: readonly OutgoingResponse[]): boolean {
+  for (const r of rs) for (const v of r.adds) if (v.retired) return true;
+  return false;
+}
+
+/**
+ * The payloads of `items`, each resource once: a SotW response carries no
+ * names, and a client that subscribes a resource under two names (a glob and
+ * one of its members) must not find it twice — Envoy and gRPC reject that.
+ * The newest copy of a resource wins.
+ */
+function payloadsOnce(items: readonly Variant[]): Buffer[] {
+  if (items.length < 2) return items.map((v) => v.payload!);
+  const newest = new Map<string, Variant>();
+  for (const v of items) {
+    const seen = newest.get(v.key);
+    if (!seen || v.id > seen.id) newest.set(v.key, v);
+  }
+  if (newest.size === items.length) return items.map((v) => v.payload!);
+  const out: Buffer[] = [];
+  for (const v of items) if (newest.get(v.key) === v) out.push(v.payload!);
+  return out;
 }
 
 /** Answers with at least this many resources are worth sharing across rounds. */
@@ -117,6 +209,11 @@ export class DeltaResponses implements ResponseBuilder {
     private readonly share = true,
   ) {}
 
+  /** Lets go of the answers kept across rounds (the server is shutting down). */
+  close(): void {
+    this.recent.close();
+  }
+
   build(state: SubscriptionState, p: Pending, fan: FanOut | undefined): OutgoingResponse[] {
     // Errors are rare and per client: never shared.
     if (!fan || !this.share || p.errors.length > 0) return this.encode(state.typeUrl, p);
@@ -124,7 +221,8 @@ export class DeltaResponses implements ResponseBuilder {
     if (p.adds.length === 1 && p.removes.length === 0 && !p.forced) return shared(fan, this.protocol, p.adds[0], () => this.encode(state.typeUrl, p));
     const key = signature(state.typeUrl, p.adds, p.removes);
     return shared(fan, this.protocol, key, () => {
-      if (p.adds.length < RECENT_MIN_RESOURCES || p.forced) return this.encode(state.typeUrl, p);
+      // A heartbeat's copy is made for one refresh and never offered again: an answer carrying one would never be hit.
+      if (p.adds.length < RECENT_MIN_RESOURCES || p.forced || carriesHeartbeat(p.adds)) return this.encode(state.typeUrl, p);
       const hit = this.recent.get(key, state);
       if (hit) return hit;
       const fresh = this.encode(state.typeUrl, p);
@@ -198,13 +296,7 @@ export class SotwResponses implements ResponseBuilder {
     return chunks.map((chunk, i) => {
       const last = i === chunks.length - 1;
       const nonce = this.nonces.next();
-      const bytes = encodeSotwResponse(
-        typeUrl,
-        nonce,
-        chunk.map((v) => v.payload!),
-        nonce,
-        last ? errors : [],
-      );
+      const bytes = encodeSotwResponse(typeUrl, nonce, payloadsOnce(chunk), nonce, last ? errors : []);
       this.metrics.responsesEncoded.inc();
       return { typeUrl, nonce, bytes, adds: chunk, removes: [] };
     });

@@ -4,9 +4,11 @@ import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
 import { adsServiceDefinition } from '../proto/ads-service';
 import type { AdsStream, AdsStreamOptions } from './ads-stream';
+import { RequestScheduler } from './request-scheduler';
 import { DeltaStream } from './delta-stream';
 import { Drainer, type DrainResult } from './drain';
 import { DEFAULTS } from '../config';
+import { WarnLimiter } from '../log-limit';
 import { DeltaResponses, NonceSource, SotwResponses } from './responses';
 import { SotwStream } from './sotw-stream';
 
@@ -28,6 +30,8 @@ export interface DownstreamServerOptions {
   shareResponses?: boolean;
   /** TLS / mTLS (security/downstream.ts); default plaintext. */
   credentials?: grpc.ServerCredentials;
+  /** Repeated warnings (per stream, and stream endings relay-wide) are summarized at most this often (default 10 s). */
+  logRepeatIntervalMs?: number;
   /** Called once bound, before any connection is accepted (connection limits attach here). */
   onBound?: (server: grpc.Server) => void;
 }
@@ -38,8 +42,14 @@ export class DownstreamServer {
   readonly streams = new Set<AdsStream>();
   private drainer: Drainer<AdsStream> | undefined;
   private closing = false;
+  /** Stream endings with an error status: any number of clients can cause them. */
+  private readonly relayWarnings: WarnLimiter;
+  private readonly delta: DeltaResponses;
+  /** Fair turns for clients' large requests (request-scheduler.ts). */
+  private readonly scheduler = new RequestScheduler();
 
   constructor(private readonly opts: DownstreamServerOptions) {
+    this.relayWarnings = new WarnLimiter(opts.logger, opts.logRepeatIntervalMs);
     this.server = new grpc.Server({
       'grpc.keepalive_time_ms': 60_000,
       'grpc.keepalive_timeout_ms': 20_000,
@@ -50,7 +60,7 @@ export class DownstreamServer {
     const nonces = new NonceSource();
     const maxResponse = opts.maxResponseBytes ?? DEFAULTS.maxResponseBytes;
     const share = opts.shareResponses ?? true;
-    const delta = new DeltaResponses(nonces, opts.metrics, maxResponse, share);
+    const delta = (this.delta = new DeltaResponses(nonces, opts.metrics, maxResponse, share));
     const sotw = new SotwResponses(nonces, opts.metrics, maxResponse, share);
     this.server.addService(adsServiceDefinition, {
       DeltaAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.accept(new DeltaStream(call, this.streamOptions(delta))),
@@ -72,6 +82,9 @@ export class DownstreamServer {
       logger: this.opts.logger,
       identify: this.opts.identify,
       limits: this.opts.limits,
+      relayWarnings: this.relayWarnings,
+      logRepeatIntervalMs: this.opts.logRepeatIntervalMs,
+      scheduler: this.scheduler,
       onClose: (s) => {
         if (this.streams.delete(s)) metrics.streamsByProtocol[s.protocol].open.dec();
       },
@@ -154,6 +167,9 @@ export class DownstreamServer {
     });
     const open = [...this.streams];
     for (const s of open) this.sendAway(s, 'shutdown');
-    return { streams: open.length, forced: await finished };
+    const forced = await finished;
+    this.relayWarnings.close();
+    this.delta.close();
+    return { streams: open.length, forced };
   }
 }

@@ -5,8 +5,10 @@
  */
 import type { CacheEntry } from '../cache/memory-cache';
 import type { SubscriptionEngine } from '../hub/engine';
+import { legacyKey } from '../hub/routing';
 import type { Subscription } from '../hub/subscription';
 import type { Node } from '../proto/messages';
+import { isXdstpName } from '../xdstp';
 import type { UpstreamPort } from '../upstream/types';
 import type { AdsStream } from './ads-stream';
 import { SEVERITY_RANK, severityOf, type ClientResourceStatus, type ConfigStatus, type ResourceStatus, type Severity, type StatusClient, type StatusSource } from './status-source';
@@ -62,8 +64,8 @@ function verdict(state: SubscriptionState, name: string, view: ClientView, curre
   return holds === '' ? 5 : 6;
 }
 
-function nameStatus(state: SubscriptionState, name: string, current: CacheEntry | undefined, absent: boolean, withContents: boolean): ResourceStatus {
-  const view = state.clientView(name);
+function nameStatus(state: SubscriptionState, name: string, current: CacheEntry | undefined, absent: boolean, withContents: boolean, inFlight: ReadonlySet<string>): ResourceStatus {
+  const view = state.clientView(name, inFlight);
   const v = verdict(state, name, view, current, absent);
   const [configStatus, clientStatus] = VERDICTS[v]!;
   const holds = view.version !== undefined && view.version !== TOLD_ABSENT ? view.version : '';
@@ -80,37 +82,74 @@ function nameStatus(state: SubscriptionState, name: string, current: CacheEntry 
 }
 
 /** A glob or wildcard the client subscribes, by its own spelling. */
-function collectionVerdict(state: SubscriptionState, members: readonly CacheEntry[], absent: boolean): Verdict {
+function collectionVerdict(state: SubscriptionState, members: readonly CacheEntry[], absent: boolean, inFlight?: ReadonlySet<string>): Verdict {
   if (members.length > 0) {
-    for (const m of members) if (state.clientView(m.name).pending) return 3;
+    for (const m of members) if (state.clientView(m.name, inFlight).pending) return 3;
     return 6;
   }
   return absent ? 1 : 2;
 }
 
-function collectionStatus(state: SubscriptionState, spelling: string, members: readonly CacheEntry[], absent: boolean): ResourceStatus {
-  const [configStatus, clientStatus] = VERDICTS[collectionVerdict(state, members, absent)]!;
+function collectionStatus(state: SubscriptionState, spelling: string, members: readonly CacheEntry[], absent: boolean, inFlight: ReadonlySet<string>): ResourceStatus {
+  const [configStatus, clientStatus] = VERDICTS[collectionVerdict(state, members, absent, inFlight)]!;
   return status(state.typeUrl, spelling, '', configStatus, clientStatus);
 }
 
-/** The worst severity among stateResources(state) — the same verdicts, nothing built. */
-function stateWorst(state: SubscriptionState, engine: SubscriptionEngine): Severity {
-  const { store } = engine;
-  const NACKED = SEVERITY_RANK.nacked;
-  let worst = 0;
-  const rank = (v: Verdict): number => SEVERITY_RANK[VERDICT_SEVERITY[v]!];
-  for (const [spelling, sub] of state.names) {
-    if (sub === null) continue; // refused: does not exist, synced
-    if (!sub.isCollection) {
-      worst = Math.max(worst, rank(verdict(state, spelling, state.clientView(spelling), store.get(sub.key), store.isAbsent(sub.key))));
-    } else {
-      const members = store.members(sub.key);
-      worst = Math.max(worst, rank(collectionVerdict(state, members, store.isAbsent(sub.key))));
-      for (const m of members) worst = Math.max(worst, rank(verdict(state, m.name, state.clientView(m.name), m, false)));
-    }
-    if (worst === NACKED) break;
+/**
+ * How stateResources lists `name`, if it does: under a subscribed singleton
+ * spelling (its subscription) and/or as a member of a subscribed collection
+ * (the member's entry). Constant time, a few map lookups and no parsing: a
+ * member is stored under its own name (the canonical URN, or the legacy key)
+ * and records its collection (engine.heldKey's `collection`).
+ */
+function listing(state: SubscriptionState, engine: SubscriptionEngine, name: string): { single?: Subscription; member?: CacheEntry } | undefined {
+  let single: Subscription | undefined;
+  let member: CacheEntry | undefined;
+  const sub = state.names.get(name);
+  if (sub && !sub.isCollection) single = sub;
+  const e = engine.store.get(isXdstpName(name) ? name : legacyKey(state.typeUrl, name));
+  if (e !== undefined && e.name === name && e.stored.glob !== undefined && e.stored.typeUrl === state.typeUrl) {
+    const coll = engine.subscription(e.stored.glob);
+    if (coll?.isCollection && subscribes(state, coll)) member = e;
   }
-  return worst === NACKED ? 'nacked' : worst === SEVERITY_RANK.stale ? 'stale' : 'synced';
+  return single || member ? { single, member } : undefined;
+}
+
+/** Whether one of the client's spellings maps to `sub` (as stateResources walks `names`). */
+function subscribes(state: SubscriptionState, sub: Subscription): boolean {
+  const spellings = sub.watchers.get(state);
+  if (spellings === undefined) return false;
+  if (typeof spellings === 'string') return state.names.get(spellings) === sub;
+  for (const s of spellings) if (state.names.get(s) === sub) return true;
+  return false;
+}
+
+/**
+ * The worst severity among stateResources(state), in time that does not grow
+ * with the names the client subscribes or has not ACKed: scrapes call it for
+ * every stream. A name can only be NACKed if it is in `rejected`, and only
+ * stale if a change for it is on its way or it was kept behind (fleet mode),
+ * so those are the only names looked at, and the first one still listed
+ * decides. The verdicts are stateResources' (test/clients-gauge.test.ts holds
+ * the gauge to CSDS). Names the client dropped while their change is still
+ * un-ACKed are passed over one by one (a few map lookups each): only a client
+ * that unsubscribes many names it never ACKed, and has nothing else on its
+ * way, makes that walk long.
+ */
+function stateWorst(state: SubscriptionState, engine: SubscriptionEngine): Severity {
+  if (state.rejected) for (const name of state.rejected.keys()) if (listing(state, engine, name)) return 'nacked';
+  for (const name of state.namesInFlight()) if (listing(state, engine, name)) return 'stale';
+  const { store } = engine;
+  const STALE = SEVERITY_RANK.stale;
+  for (const name of state.behindCandidates()) {
+    const how = listing(state, engine, name);
+    let rank = 0;
+    if (how?.single) rank = SEVERITY_RANK[VERDICT_SEVERITY[verdict(state, name, state.clientView(name), store.get(how.single.key), store.isAbsent(how.single.key))]!];
+    if (how?.member) rank = Math.max(rank, SEVERITY_RANK[VERDICT_SEVERITY[verdict(state, name, state.clientView(name), how.member, false)]!]);
+    if (rank >= STALE) return 'stale';
+    state.notBehind(name);
+  }
+  return 'synced';
 }
 
 function stateResources(state: SubscriptionState, engine: SubscriptionEngine, withContents: boolean): ResourceStatus[] {
@@ -118,20 +157,22 @@ function stateResources(state: SubscriptionState, engine: SubscriptionEngine, wi
   const out: ResourceStatus[] = [];
   const listed = new Set<string>();
   const collections: Array<[string, Subscription]> = [];
+  // Once per state: asking the un-ACKed queue per name would cost names × queue.
+  const inFlight = new Set(state.namesInFlight());
   for (const [spelling, sub] of state.names) {
     listed.add(spelling);
     if (sub === null) out.push(status(state.typeUrl, spelling, '', 'SYNCED', 'DOES_NOT_EXIST'));
     else if (sub.isCollection) collections.push([spelling, sub]);
-    else out.push(nameStatus(state, spelling, store.get(sub.key), store.isAbsent(sub.key), withContents));
+    else out.push(nameStatus(state, spelling, store.get(sub.key), store.isAbsent(sub.key), withContents, inFlight));
   }
   for (const [spelling, sub] of collections) {
     const members = store.members(sub.key);
-    out.push(collectionStatus(state, spelling, members, store.isAbsent(sub.key)));
+    out.push(collectionStatus(state, spelling, members, store.isAbsent(sub.key), inFlight));
     // One entry per member under its canonical name; a name also subscribed on its own has one already.
     for (const m of members) {
       if (listed.has(m.name)) continue;
       listed.add(m.name);
-      out.push(nameStatus(state, m.name, m, false, withContents));
+      out.push(nameStatus(state, m.name, m, false, withContents, inFlight));
     }
   }
   return out;

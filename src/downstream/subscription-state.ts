@@ -25,19 +25,12 @@ export interface Pending {
   errors: ResourceErrorInfo[];
   /** Send a response even if it is empty (the first answer to a wildcard). */
   forced: boolean;
-  /** A name was queued again this round after the client was made to hold it anew ("send it again"). */
-  resent?: boolean;
-}
-
-/** Removes `name` from a pending list in place (lists stay small where this is called). */
-function dropName(names: string[], name: string): void {
-  const i = names.indexOf(name);
-  if (i >= 0) names.splice(i, 1);
-}
-
-function dropVariant(adds: Variant[], name: string): void {
-  const i = adds.findIndex((v) => v.name === name);
-  if (i >= 0) adds.splice(i, 1);
+  /**
+   * A name may stand in it more than once (added and removed, or added twice
+   * after "send it again"): it is settled against what the client will hold
+   * before it is sent. Never set on the common paths (a change, a first sync).
+   */
+  mixed?: boolean;
 }
 
 /** One protocol's way of turning a client's pending changes into responses (delta, SotW). */
@@ -122,6 +115,12 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   /** The wildcard was subscribed and has not been answered yet. */
   private owesWildcardAnswer = false;
   private pending: Pending | undefined;
+  /**
+   * Names the client was left holding at a version other than the relay's
+   * (fleet mode, upstream away: see `keepHeld`), the only way a name is behind
+   * with nothing on its way. Candidates for status views, pruned by them.
+   */
+  private keptBehind: Set<string> | undefined;
   private backlog: Map<string, Variant | null> | undefined;
   private backlogErrors: ResourceErrorInfo[] | undefined;
 
@@ -284,10 +283,17 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     else this.collections.delete(key);
   }
 
-  /** Names the client holds that are members of collection `key` (a snapshot: callers change `held`). */
+  /**
+   * Names the client holds as members of collection `key`: under the name a
+   * member is sent with (not another spelling it subscribed by itself). A
+   * snapshot: callers change `held`.
+   */
   private heldThrough(key: string): string[] {
     const out: string[] = [];
-    for (const name of this.held.keys()) if (this.engine.heldKey(this.typeUrl, name)?.collection === key) out.push(name);
+    for (const name of this.held.keys()) {
+      const k = this.engine.heldKey(this.typeUrl, name);
+      if (k?.collection === key && k.name === name) out.push(name);
+    }
     return out;
   }
 
@@ -299,7 +305,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
 
   /** "Send it again": the client counts as not holding `name`; a copy already queued this round is then replaced, not repeated. */
   private resend(name: string): void {
-    if (this.held.delete(name) && this.pending) this.pending.resent = true;
+    if (this.held.delete(name) && this.pending) this.pending.mixed = true;
   }
 
   /** The client stopped subscribing anything that covers `name`: it drops it, and nothing still queued for it goes out. */
@@ -307,10 +313,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     this.held.delete(name);
     this.world?.delete(name);
     this.backlog?.delete(name);
-    const p = this.pending;
-    if (!p) return;
-    if (p.adds.length > 0) dropVariant(p.adds, name);
-    if (p.removes.length > 0) dropName(p.removes, name);
+    if (this.pending) this.pending.mixed = true;
   }
 
   /** A refused name: removed for a resource or glob; the wildcard still gets its (empty) first answer. */
@@ -376,13 +379,16 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     else this.unacked.splice(0, last + 1);
   }
 
-  /** The version the client holds of `name` as far as it has ACKed ('' for none), and whether a change is on its way. */
-  clientView(name: string): { version: string | undefined; pending: boolean } {
+  /**
+   * The version the client holds of `name` as far as it has ACKed ('' for none), and whether a change is on its way.
+   * `inFlight`: namesInFlight() collected once, for a caller asking about many names (else each asks the queue).
+   */
+  clientView(name: string, inFlight?: ReadonlySet<string>): { version: string | undefined; pending: boolean } {
     const rejected = this.rejected?.get(name);
     if (rejected) return { version: rejected.kept, pending: false };
     if (this.prior?.has(name)) return { version: this.prior.get(name), pending: true };
     // A first delivery records no prior (see notePrior): find it among what is on its way.
-    if (this.inFlight(name)) return { version: undefined, pending: true };
+    if (inFlight ? inFlight.has(name) : this.inFlight(name)) return { version: undefined, pending: true };
     return { version: this.held.get(name), pending: false };
   }
 
@@ -394,6 +400,32 @@ export class SubscriptionState implements Watcher, FanOutTarget {
       for (const v of r.adds) if (v.name === name) return true;
     }
     return false;
+  }
+
+  /**
+   * Every name with a change on its way (held back, or sent and not ACKed:
+   * newest response first), possibly with repeats. Status views look for one
+   * the client still subscribes instead of asking clientView for each name.
+   */
+  *namesInFlight(): Generator<string> {
+    if (this.backlog) yield* this.backlog.keys();
+    for (let i = this.unacked.length - 1; i >= 0; i--) {
+      const r = this.unacked[i];
+      for (const v of r.adds) yield v.name;
+      yield* r.removes;
+    }
+    if (this.prior) yield* this.prior.keys();
+  }
+
+  /** Names that may be behind with nothing on their way (see keptBehind). */
+  behindCandidates(): readonly string[] {
+    return this.keptBehind ? [...this.keptBehind] : NO_NAMES;
+  }
+
+  /** A status view found `name` no longer behind: it becomes a candidate again only through keepHeld. */
+  notBehind(name: string): void {
+    this.keptBehind?.delete(name);
+    if (this.keptBehind?.size === 0) this.keptBehind = undefined;
   }
 
   /** SotW: the version_info of the ACKed response that last changed `name` (undefined for delta or none). */
@@ -446,15 +478,20 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   private singletonChanged(spellings: Spellings, entry: CacheEntry, keepHeld: boolean, fan: FanOut): boolean {
     let kept = true;
     forEachSpelling(spellings, (s) => {
-      if (keepHeld && this.holdsOther(s, entry.version)) kept = false;
-      else this.offer(s, entry.variant(s, this.stream.supportsTtl), fan);
+      if (keepHeld && this.holdsOther(s, entry.version)) {
+        kept = false;
+        (this.keptBehind ??= new Set()).add(s);
+      } else this.offer(s, entry.variant(s, this.stream.supportsTtl), fan);
     });
     return kept;
   }
 
   /** A member of a collection, under its canonical name. */
   private memberChanged(spellings: Spellings, entry: CacheEntry, keepHeld: boolean, fan: FanOut): boolean {
-    if (keepHeld && this.holdsOther(entry.name, entry.version)) return false;
+    if (keepHeld && this.holdsOther(entry.name, entry.version)) {
+      (this.keptBehind ??= new Set()).add(entry.name);
+      return false;
+    }
     // The collection is no longer empty.
     forEachSpelling(spellings, (s) => {
       if (this.held.get(s) === TOLD_ABSENT) this.held.delete(s);
@@ -594,19 +631,34 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     this.notePrior(name);
     this.held.set(name, variant.version);
     this.world?.set(name, variant);
-    // One response never names a resource twice, nor adds and removes it (Envoy NACKs both): the last word wins.
     const p = this.pendingFor(fan);
-    if (p.removes.length > 0) dropName(p.removes, name);
-    if (p.resent) dropVariant(p.adds, name);
+    if (p.removes.length > 0) p.mixed = true;
     p.adds.push(variant);
   }
 
   private queueRemove(name: string, fan: FanOut): void {
     const p = this.pendingFor(fan);
-    if (p.adds.length > 0) dropVariant(p.adds, name);
+    if (p.adds.length > 0 || p.removes.length > 0) p.mixed = true;
     if (p.removes === NO_NAMES) p.removes = [];
-    else if (p.removes.includes(name)) return;
     p.removes.push(name);
+  }
+
+  /**
+   * One response never names a resource twice, nor adds and removes it (Envoy
+   * NACKs both): what the client will hold (`held`) is the last word — the
+   * newest copy of what it holds, a removal of what it no longer has.
+   */
+  private settlePending(p: Pending): void {
+    const adds = new Map<string, Variant>();
+    for (const v of p.adds) if (this.held.get(v.name) === v.version) adds.set(v.name, v);
+    p.adds = [...adds.values()];
+    if (p.removes.length === 0) return;
+    const removes = new Set<string>();
+    for (const n of p.removes) {
+      const held = this.held.get(n);
+      if (!adds.has(n) && (held === undefined || held === TOLD_ABSENT)) removes.add(n);
+    }
+    p.removes = [...removes];
   }
 
   /** Does-not-exist: said once, until the client holds it again. */
@@ -640,6 +692,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     const pending = this.pending;
     if (!pending) return;
     this.pending = undefined;
+    if (pending.mixed) this.settlePending(pending);
     if (pending.adds.length === 0 && pending.removes.length === 0 && pending.errors.length === 0 && !pending.forced) return;
     if (this.stream.blocked || this.backlog) {
       this.coalesce(pending);

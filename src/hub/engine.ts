@@ -65,6 +65,12 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
   /** Resource errors the upstream reported, by key, for later subscribers; they die with the subscription. */
   private readonly errors = new Map<string, ResourceErrorInfo>();
   private clientSubscriptions = 0;
+  /**
+   * Keys released while their upstream was away, their cached content kept:
+   * nothing else could give it back to a client that subscribes again before
+   * the upstream returns (an unreachable control plane takes nothing away).
+   */
+  private readonly leftovers = new Map<string, Subscription>();
 
   constructor(private readonly opts: EngineOptions) {}
 
@@ -118,7 +124,8 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
     const route = router.route(watcher.typeUrl, spelling);
     if (isRejection(route)) {
       metrics.rejectedSubscriptions.inc({ reason: route.reason });
-      logger.warn({ typeUrl: watcher.typeUrl, name: spelling, reason: route.reason, detail: route.message }, 'subscription cannot be routed');
+      // Debug only: the client's stream warns about its refusals, rate-limited (a client controls how many there are).
+      logger.debug({ typeUrl: watcher.typeUrl, name: spelling, reason: route.reason, detail: route.message }, 'subscription cannot be routed');
       return route;
     }
     if (authorizer && !authorizer.allows(watcher.identity, watcher.typeUrl, route.authority, spelling)) {
@@ -131,9 +138,11 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
       if (!upstream) throw new Error(`router accepted ${spelling} but no upstream serves ${String(route.authority)}`);
       sub = new Subscription(route.key, route.kind, watcher.typeUrl, upstream, route.upstreamName, route.authority);
       this.index.set(route.key, sub);
-      // Warm leftovers nobody kept fresh: let the upstream answer instead (it
-      // would never retract a glob member it deleted meanwhile).
-      if (this.opts.store.fleet && upstream.connected) this.evictUnclaimed(sub);
+      const leftover = this.leftovers.delete(route.key);
+      // Leftovers nobody kept fresh (warm start, or released while the
+      // upstream was away): let the upstream answer instead (it would never
+      // retract a glob member it deleted meanwhile).
+      if ((this.opts.store.fleet || leftover) && upstream.connected) this.evictUnclaimed(sub);
       upstream.subscribe(watcher.typeUrl, route.upstreamName);
     } else if (sub.graceTimer) {
       clearTimeout(sub.graceTimer);
@@ -265,7 +274,17 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
     this.index.delete(sub.key);
     sub.upstream.unsubscribe(sub.typeUrl, sub.upstreamName);
     this.forgetKey(sub.key);
-    this.evictUnclaimed(sub);
+    if (sub.upstream.connected) this.evictUnclaimed(sub);
+    else this.leftovers.set(sub.key, sub);
+  }
+
+  /** The upstream is back: what was kept for its released keys goes, unless someone subscribed again. */
+  private dropLeftovers(upstream: UpstreamPort): void {
+    for (const [key, sub] of this.leftovers) {
+      if (sub.upstream !== upstream) continue;
+      this.leftovers.delete(key);
+      if (!this.index.has(key)) this.evictUnclaimed(sub);
+    }
   }
 
   /** Does-not-exist markers and errors never outlive the subscription that learned them. */
@@ -343,6 +362,7 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
   /** Resources, removals and errors from one upstream response. */
   onResponse(upstream: UpstreamPort, update: UpstreamUpdate): void {
     const { store, metrics } = this.opts;
+    if (this.leftovers.size > 0) this.dropLeftovers(upstream);
     const fan = new FanOut(update.receivedAt);
     const answered = new Set<Subscription>();
     store.begin();

@@ -1,5 +1,7 @@
+import * as protobuf from 'protobufjs';
 import { WIRE_LEN, WIRE_VARINT, WireError, decodeUtf8Strict, scanFields } from './wire';
 import { nodeCodec, type Node } from './messages';
+import { transportType } from './schema';
 
 /**
  * Wire-level decoders for the two request messages clients send. They read
@@ -55,7 +57,50 @@ function decodeStatus(buf: Uint8Array, field: string): ErrorDetail {
   return out;
 }
 
+/** Nesting beyond this (a Struct inside a Struct…) is refused, as protobuf's own parsers refuse deep recursion. */
+const MAX_NODE_DEPTH = 100;
+
+let nodeType: protobuf.Type | undefined;
+
+/**
+ * Applies the one UTF-8 rule to every `string` in a message, nested messages,
+ * map keys and values included, by walking its fields against the schema:
+ * protobufjs would otherwise decode invalid bytes to U+FFFD, and a node id or
+ * metadata value would silently become another one.
+ */
+function checkStrings(type: protobuf.Type, buf: Uint8Array, path: string, depth: number): void {
+  if (depth > MAX_NODE_DEPTH) throw new RequestError(`${path} nests more than ${MAX_NODE_DEPTH} messages deep`);
+  scanFields(buf, (f) => {
+    if (f.wireType !== WIRE_LEN) return;
+    const field = type.fieldsById[f.field];
+    if (!field) return;
+    const where = `${path}.${field.name}`;
+    if (field instanceof protobuf.MapField) {
+      // A map entry is a message of key (1) and value (2).
+      const entry = buf.subarray(f.valueStart, f.valueEnd);
+      scanFields(entry, (e) => {
+        if (e.wireType !== WIRE_LEN) return;
+        if (e.field === 1 && field.keyType === 'string') utf8(entry, e.valueStart, e.valueEnd, `${where} key`);
+        else if (e.field === 2) checkValue(field, entry.subarray(e.valueStart, e.valueEnd), where, depth);
+      });
+      return;
+    }
+    checkValue(field, buf.subarray(f.valueStart, f.valueEnd), where, depth);
+  });
+}
+
+function checkValue(field: protobuf.Field, value: Uint8Array, where: string, depth: number): void {
+  if (field.type === 'string') utf8(value, 0, value.length, where);
+  else if (field.resolvedType instanceof protobuf.Type) checkStrings(field.resolvedType, value, where, depth + 1);
+}
+
 function decodeNode(buf: Uint8Array): Node {
+  try {
+    checkStrings((nodeType ??= transportType('envoy.config.core.v3.Node')), buf, 'node', 0);
+  } catch (err) {
+    if (err instanceof WireError) throw new RequestError(`node does not decode: ${err.message}`);
+    throw err;
+  }
   try {
     return nodeCodec.decode(buf);
   } catch (err) {

@@ -27,6 +27,7 @@ import * as http2 from 'node:http2';
 import * as net from 'node:net';
 import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../log';
+import { WarnLimiter } from '../log-limit';
 import type { SecurityMetrics } from './metrics';
 import { TokenBucket } from './token-bucket';
 
@@ -109,13 +110,16 @@ export class ConnectionGuard {
   /** Sessions already being closed for abuse (their remaining frames are ignored). */
   private readonly cut = new WeakSet<http2.ServerHttp2Session>();
   private readonly log: Logger;
+  /** A connection flood causes one refusal or cut per connection: warnings bounded by time. */
+  private readonly warnings: WarnLimiter;
   private closed = false;
 
   constructor(
     private readonly limits: ConnectionLimits,
-    private readonly deps: { logger: Logger; metrics: SecurityMetrics },
+    private readonly deps: { logger: Logger; metrics: SecurityMetrics; logRepeatIntervalMs?: number },
   ) {
     this.log = deps.logger.child({ component: 'connections' });
+    this.warnings = new WarnLimiter(this.log, deps.logRepeatIntervalMs);
   }
 
   /** Starts guarding every listener of a bound grpc.Server (call right after bindAsync succeeds). */
@@ -144,7 +148,7 @@ export class ConnectionGuard {
     if (reason !== undefined) {
       if (reason !== 'closed') {
         this.deps.metrics.connectionsRefused.inc({ reason });
-        this.log.warn({ peer, reason, open: this.open.size }, 'connection refused: limit reached');
+        this.warnings.warn(`refused: ${reason}`, { peer, reason, open: this.open.size }, 'connection refused: limit reached');
       }
       socket.destroy();
       return;
@@ -223,7 +227,7 @@ export class ConnectionGuard {
     if (session.destroyed || this.cut.has(session)) return;
     this.cut.add(session);
     this.deps.metrics.connectionsCut.inc({ reason });
-    this.log.warn({ peer, reason }, 'connection closed: HTTP/2 abuse');
+    this.warnings.warn(`cut: ${reason}`, { peer, reason }, 'connection closed: HTTP/2 abuse');
     try {
       session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, 0, Buffer.from(reason === 'ping_flood' ? 'too_many_pings' : reason));
     } catch {
@@ -237,7 +241,7 @@ export class ConnectionGuard {
     conn.handshakeTimer = undefined;
     if (conn.session || conn.socket.destroyed) return;
     this.deps.metrics.connectionsCut.inc({ reason });
-    this.log.warn({ peer: conn.peer, reason }, 'connection closed: no TLS handshake in time');
+    this.warnings.warn(`cut: ${reason}`, { peer: conn.peer, reason }, 'connection closed: no TLS handshake in time');
     conn.socket.destroy();
   }
 
@@ -245,5 +249,6 @@ export class ConnectionGuard {
   close(): void {
     this.closed = true;
     for (const c of this.open.values()) clearTimeout(c.handshakeTimer);
+    this.warnings.close();
   }
 }

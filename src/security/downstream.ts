@@ -24,7 +24,7 @@ export interface DownstreamSecurity {
 
 export function createDownstreamSecurity(
   settings: SecuritySettings | undefined,
-  deps: { logger: Logger; metrics: RelayMetrics },
+  deps: { logger: Logger; metrics: RelayMetrics; logRepeatIntervalMs?: number },
 ): DownstreamSecurity {
   const limits = settings?.limits ?? DEFAULT_LIMITS;
   const sec = deps.metrics.security;
@@ -36,7 +36,7 @@ export function createDownstreamSecurity(
     : null;
   const serverOptions: grpc.ServerOptions = { 'grpc.max_concurrent_streams': limits.maxConcurrentStreams };
   if (limits.maxConnectionIdleMs > 0) serverOptions['grpc.max_connection_idle_ms'] = limits.maxConnectionIdleMs;
-  const guard = new ConnectionGuard(limits, { logger: deps.logger, metrics: sec });
+  const guard = new ConnectionGuard(limits, { logger: deps.logger, metrics: sec, logRepeatIntervalMs: deps.logRepeatIntervalMs });
   return {
     credentials: tls?.credentials ?? grpc.ServerCredentials.createInsecure(),
     serverOptions,

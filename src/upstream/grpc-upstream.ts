@@ -9,9 +9,15 @@ import { PoisonBisect, type NamePair } from './poison-bisect';
 import { DEFAULTS } from '../config';
 import { splitSubscriptionChange, type SubscriptionChange } from './request-split';
 import { checkDeltaResponse } from './response-check';
-import type { UpstreamPort, UpstreamSink } from './types';
+import type { UpstreamError, UpstreamPort, UpstreamServerStatus, UpstreamSink } from './types';
 
 export type UpstreamState = 'idle' | 'connecting' | 'ready' | 'backoff' | 'closed';
+
+interface ServerHistory {
+  lastError?: UpstreamError;
+  lastConnectedAt?: number;
+  lastResponseAt?: number;
+}
 
 /** google.rpc.Code INVALID_ARGUMENT: the code of the relay's NACKs. */
 const NACK_CODE = 3;
@@ -134,6 +140,10 @@ export class GrpcUpstream implements UpstreamPort {
   private outage = false;
   private lastFlushAt = 0;
   private currentTarget = '';
+  /** Per server: its last failure, last stream opened, last response (for /debug/upstreams). */
+  private readonly history = new Map<string, ServerHistory>();
+  /** The latest failure of any server: the cause the "upstream unavailable" warning gives. */
+  private lastError: UpstreamError | undefined;
   private readonly backoff: Backoff;
   private readonly batchMs: number;
   private readonly connectTimeoutMs: number;
@@ -159,10 +169,40 @@ export class GrpcUpstream implements UpstreamPort {
     return this.state === 'ready';
   }
 
-  get status(): { state: UpstreamState; target: string; types: Record<string, number>; suspectNames: number; rejectedNames: number } {
+  get status(): {
+    state: UpstreamState;
+    target: string;
+    types: Record<string, number>;
+    suspectNames: number;
+    rejectedNames: number;
+    servers: UpstreamServerStatus[];
+  } {
     const types: Record<string, number> = {};
     for (const [t, names] of this.desired) types[t] = names.size;
-    return { state: this.state, target: this.currentTarget, types, suspectNames: this.bisect.heldCount, rejectedNames: this.rejected.size };
+    const iso = (t: number | undefined): string | null => (t === undefined ? null : new Date(t).toISOString());
+    const servers = this.opts.targets.map((target) => {
+      const h = this.serverHistory(target);
+      return {
+        target,
+        state: target === this.currentTarget ? this.state : 'standby',
+        lastError: h.lastError ?? null,
+        lastConnected: iso(h.lastConnectedAt),
+        lastResponse: iso(h.lastResponseAt),
+      };
+    });
+    return { state: this.state, target: this.currentTarget, types, suspectNames: this.bisect.heldCount, rejectedNames: this.rejected.size, servers };
+  }
+
+  private serverHistory(target: string): ServerHistory {
+    let h = this.history.get(target);
+    if (!h) this.history.set(target, (h = {}));
+    return h;
+  }
+
+  private recordError(target: string, code: number, message: string): void {
+    const error = { code, codeName: String(grpc.status[code] ?? code), message, at: new Date().toISOString() };
+    this.serverHistory(target).lastError = error;
+    this.lastError = error;
   }
 
   start(): void {
@@ -370,7 +410,7 @@ export class GrpcUpstream implements UpstreamPort {
     // Warn once per outage, not once per retry.
     if (state === 'backoff' && !this.outage) {
       this.outage = true;
-      this.opts.logger.warn(log, 'upstream unavailable');
+      this.opts.logger.warn({ ...log, error: this.lastError }, `upstream unavailable${this.lastError ? `: ${this.lastError.message}` : ''}`);
     } else if (state === 'ready') {
       this.outage = false;
       this.opts.logger.info(log, 'upstream connected');
@@ -397,6 +437,8 @@ export class GrpcUpstream implements UpstreamPort {
         await awaitReady(client, this.connectTimeoutMs);
       } catch (err) {
         client.close();
+        // No stream ever opened: the channel's own failure, reported as gRPC does (UNAVAILABLE).
+        this.recordError(target, grpc.status.UNAVAILABLE, `${target}: ${(err as Error).message}`);
         this.opts.logger.debug({ authority: this.label, target, err: (err as Error).message }, 'upstream server unreachable');
         continue;
       }
@@ -439,6 +481,7 @@ export class GrpcUpstream implements UpstreamPort {
     stream.on('error', (err: grpc.ServiceError) => onEnd(err.code, `${grpc.status[err.code] ?? err.code}: ${err.details ?? err.message}`));
     stream.on('status', (s: grpc.StatusObject) => onEnd(s.code, `${grpc.status[s.code]}: ${s.details}`));
     stream.on('end', () => onEnd(grpc.status.OK, 'closed by server'));
+    this.serverHistory(this.currentTarget).lastConnectedAt = Date.now();
     this.setState('ready');
     // The new stream starts from nothing: replay the subscription set with the
     // versions we hold (names under suspicion wait for their probe).
@@ -461,6 +504,7 @@ export class GrpcUpstream implements UpstreamPort {
     clearTimeout(this.probeTimer);
     this.probeTimer = undefined;
     const wasSearching = this.bisect.active;
+    this.recordError(this.currentTarget, code, why);
     const rejected = this.bisect.streamEnded(performance.now(), !GONE_AWAY_CODES.has(code));
     this.opts.logger.warn({ authority: this.label, target: this.currentTarget, why }, 'upstream stream ended');
     if (rejected.length > 0) this.reject(rejected);
@@ -475,6 +519,7 @@ export class GrpcUpstream implements UpstreamPort {
 
   private onData(bytes: Buffer): void {
     const receivedAt = process.hrtime.bigint();
+    this.serverHistory(this.currentTarget).lastResponseAt = Date.now();
     this.opts.metrics.upstreamResponses.inc({ authority: this.label });
     if (!this.streamAnswered) {
       // The control plane is serving: a later failure starts from the shortest backoff again.

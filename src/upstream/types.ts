@@ -9,11 +9,35 @@ export interface UpstreamStatus {
   /** gRPC upstreams: names under suspicion of ending the stream, and names given up on (poison). */
   suspectNames?: number;
   rejectedNames?: number;
+  /** gRPC upstreams: each configured server in failover order, with how it last fared. */
+  servers?: UpstreamServerStatus[];
   /** File origins: the directory, its files and resources, files rejected with why. */
   dir?: string;
   files?: number;
   resources?: number;
   rejected?: Array<{ file: string; error: string }>;
+}
+
+/** Why a server last failed: a gRPC status code (UNAVAILABLE for a connection that never opened) and its message. */
+export interface UpstreamError {
+  code: number;
+  /** The code's name, e.g. UNAVAILABLE. */
+  codeName: string;
+  message: string;
+  /** ISO 8601. */
+  at: string;
+}
+
+/** One server of an upstream, as /debug/upstreams shows it. */
+export interface UpstreamServerStatus {
+  target: string;
+  /** The upstream's state for the server it is on; `standby` for the others. */
+  state: string;
+  lastError: UpstreamError | null;
+  /** When a stream to it last opened (ISO 8601), or null. */
+  lastConnected: string | null;
+  /** When it last sent a response (ISO 8601), or null. */
+  lastResponse: string | null;
 }
 
 /** What the subscription engine needs from an upstream: named subscriptions, batched by the upstream itself. */

@@ -78,8 +78,10 @@ export async function spawnCli(
   args: string[],
   env: Record<string, string> = {},
   timeoutMs = 5000,
+  /** `exact`: run with exactly these args (the admin address comes from a config file the test wrote). */
+  opts: { exact?: boolean } = {},
 ): Promise<SpawnedCli> {
-  const proc = spawn(process.execPath, [CLI_PATH, ...withAdminDefault(args, env)], {
+  const proc = spawn(process.execPath, [CLI_PATH, ...(opts.exact ? args : withAdminDefault(args, env))], {
     env: cleanEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],
   });

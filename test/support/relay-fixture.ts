@@ -48,6 +48,8 @@ export interface RelayEnvOptions {
   admin?: boolean;
   /** Any other relay settings (e.g. size limits). */
   config?: Partial<RelayConfig>;
+  /** The relay's logger (a pino logger; default: silent, or RELAY_TEST_LOGS). */
+  logger?: unknown;
 }
 
 export interface RelayEnv {
@@ -88,7 +90,7 @@ export async function withRelay(
       ...opts.config,
     };
     const startRelay = loadStartRelay();
-    const logger = testLogger();
+    const logger = opts.logger ?? testLogger();
     relay = await withTimeout(startRelay(config, logger ? { logger } : {}), 5000, 'startRelay');
     const address = `127.0.0.1:${relay.port}`;
     let n = 0;

@@ -60,6 +60,18 @@ export class SotwClient {
     this.call.write(discoveryRequestCodec.encode(req));
   }
 
+  /** Writes arbitrary bytes as one gRPC message (to test undecodable input). */
+  sendRaw(bytes: Buffer): void {
+    this.firstSent = true;
+    this.sent.push({});
+    this.call.write(bytes);
+  }
+
+  /** Resolves with the stream's final status. */
+  waitForEnd(timeoutMs = DEFAULT_TIMEOUT_MS): Promise<{ code: grpc.status; details: string }> {
+    return waitUntil(this.events, () => this.status, { timeoutMs, what: 'the sotw stream to end' });
+  }
+
   lastNonce(typeUrl: string): string {
     for (let i = this.responses.length - 1; i >= 0; i--) if (this.responses[i].type_url === typeUrl) return this.responses[i].nonce ?? '';
     return '';
