@@ -161,7 +161,6 @@ export const REGRESSIONS: Regression[] = [
   },
   {
     behaviour: 'a SotW full state never names one cluster twice when the list has a glob and one of its members',
-    todo: 'the relay puts the member in the response twice (once per subscription); Envoy and gRPC reject duplicates',
     unsubscribeGraceMs: 0,
     redis: false,
     run: [
@@ -172,7 +171,6 @@ export const REGRESSIONS: Regression[] = [
   },
   {
     behaviour: 'a SotW per-name response never names one resource twice when the list has a glob and one of its members',
-    todo: 'the relay puts the member in the response twice (once per subscription)',
     unsubscribeGraceMs: 0,
     redis: false,
     run: [
