@@ -43,7 +43,13 @@ export type Step =
   | { op: 'cpStart'; authority: Authority }
   | { op: 'cpRestart'; authority: Authority; times: number; gapMs: number }
   | { op: 'failover'; authority: Authority }
-  /** Relay and shared tier faults (runs with Redis only). */
+  /**
+   * Relay and shared tier faults (runs with Redis only). Such runs have two
+   * relays on one Redis; a client connects to relay 0. `moveClient` moves a
+   * client to the other relay (a new stream there, same subscriptions);
+   * `relayRestart` restarts relay 0, and each client on it opens a new stream
+   * with the same subscriptions (clients on relay 1 are untouched).
+   */
   | { op: 'relayRestart'; upstreamDownFirst: boolean }
   | { op: 'moveClient'; client: string }
   | { op: 'redisRestartEmpty' }
@@ -84,6 +90,13 @@ export interface ReferenceModel {
   mayRemove(client: string, typeUrl: string, name: string): boolean;
   /** Whether one of the client's subscriptions covers `name` (the relay may send it). */
   covers(client: string, typeUrl: string, name: string): boolean;
+  /**
+   * SotW per-name types (not Listener/Cluster): whether `name` may stay in the
+   * client's view although `expected()` lacks it — received earlier, since
+   * deleted or no longer asked for; SotW cannot say "removed". Always false for
+   * delta clients and full-state types, whose views must equal `expected()`.
+   */
+  mayLinger(client: string, typeUrl: string, name: string): boolean;
   /**
    * What the relay must hold subscribed upstream once the grace has passed:
    * `${typeUrl}\n${name}` with xdstp names canonical and legacy names verbatim.
