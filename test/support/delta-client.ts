@@ -222,6 +222,12 @@ export class DeltaClient {
   }
 
   /** What the client holds of a type: name → version, after applying accepted responses. */
+  /** Drops names from what the client holds, as Envoy does with what it unsubscribes (the server does not confirm it). */
+  forget(typeUrl: string, names: Iterable<string>): void {
+    const held = this.heldOf(typeUrl);
+    for (const n of names) held.delete(n);
+  }
+
   held(typeUrl: string): Map<string, string> {
     return new Map(this.heldOf(typeUrl));
   }

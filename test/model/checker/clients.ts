@@ -12,6 +12,14 @@ import type { DeltaDiscoveryResponse, DiscoveryResponse } from '../../../src/pro
 import type { Protocol } from '../types';
 import { FULL_STATE_TYPES, LEGACY_WILDCARD_TYPES, decodePayload } from './universe';
 
+/**
+ * A type the model never uses. A request on it naming a refused name is
+ * answered at once, after every earlier request of the stream: its answer
+ * proves the relay has applied them (the stream's requests keep their order).
+ */
+const BARRIER_TYPE = 'type.googleapis.com/envoy.config.listener.v3.Listener';
+const barrierName = (n: number): string => `xdstp://zz/envoy.config.listener.v3.Listener/barrier-${n}`;
+
 /** One response as the checker judges it, before the client applies it. */
 export interface ResponseEvent {
   client: string;
@@ -58,6 +66,7 @@ export class ClientHandle {
   /** SotW view: type → name (canonical, from payloads) → version. */
   private sotwView = new Map<string, Map<string, string>>();
   private streamNo = 0;
+  private barrierNo = 0;
   /** Set while the checker itself ends the stream (reconnect, relay restart, disconnect). */
   private ending = false;
 
@@ -129,6 +138,11 @@ export class ClientHandle {
       if (first && legacyType && subscribe.length === 0 && unsubscribe.length === 0) ts.legacyWildcard = true;
       if (unsubscribe.includes('*') && !subscribe.includes('*')) ts.legacyWildcard = false;
       this.delta.send({ type_url: typeUrl, resource_names_subscribe: subscribe, resource_names_unsubscribe: unsubscribe });
+      // Envoy forgets what no subscription covers any more, at once.
+      if (unsubscribe.length > 0) {
+        const gone = [...this.delta.held(typeUrl).keys()].filter((n) => !this.wants(typeUrl, n));
+        this.delta.forget(typeUrl, gone);
+      }
     } else if (this.sotw) {
       // SotW: an empty list is the legacy wildcard only until the stream names something.
       if (first && legacyType && ts.names.length === 0) ts.legacyWildcard = true;
@@ -204,8 +218,38 @@ export class ClientHandle {
 
   // ------------------------------------------------------------ responses
 
+  /**
+   * Waits until the relay has applied every request this client sent so far
+   * (see BARRIER_TYPE). False when there is no stream to ask, it is stalled,
+   * or no answer came in time.
+   */
+  async barrier(timeoutMs = 3000): Promise<boolean> {
+    if (this.stalled) return false;
+    const no = ++this.barrierNo;
+    const name = barrierName(no);
+    try {
+      if (this.delta) {
+        const c = this.delta;
+        c.send({ type_url: BARRIER_TYPE, resource_names_subscribe: [name], resource_names_unsubscribe: no > 1 ? [barrierName(no - 1)] : [] });
+        await c.waitFor(() => c.removedNames(BARRIER_TYPE).includes(name), 'barrier answered', timeoutMs);
+        return true;
+      }
+      if (this.sotw) {
+        const c = this.sotw;
+        const before = c.of(BARRIER_TYPE).length;
+        c.request(BARRIER_TYPE, [name]);
+        await c.waitFor(() => c.of(BARRIER_TYPE).length > before, 'barrier answered', timeoutMs);
+        return true;
+      }
+    } catch {
+      return false;
+    }
+    return false;
+  }
+
   private onDelta(client: DeltaClient, resp: DeltaDiscoveryResponse): string | undefined {
     const typeUrl = resp.type_url ?? '';
+    if (typeUrl === BARRIER_TYPE) return undefined;
     const resources: Array<{ name: string; version: string }> = [];
     const problems: string[] = [];
     for (const r of resp.resources ?? []) {
@@ -235,6 +279,7 @@ export class ClientHandle {
 
   private onSotw(resp: DiscoveryResponse): string | undefined {
     const typeUrl = resp.type_url ?? '';
+    if (typeUrl === BARRIER_TYPE) return undefined;
     const resources: Array<{ name: string; version: string }> = [];
     const problems: string[] = [];
     const duplicates: string[] = [];

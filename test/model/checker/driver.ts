@@ -338,6 +338,10 @@ class Driver {
   private async quiet(): Promise<void> {
     const bound = this.opts.quietMs ?? (this.sinceFault < 3 ? 10_000 : 4000);
     const deadline = Date.now() + bound;
+    // First the relay has applied every request sent so far: a quiet point is
+    // never declared while one is still on its way (its answers, or the
+    // updates it stops, would land after the point).
+    await Promise.all([...this.clients.values()].map((c) => c.barrier()));
     let problems: string[] = [];
     for (;;) {
       if (this.inv.failure) return;
@@ -346,10 +350,10 @@ class Driver {
       problems = this.mismatches();
       if (problems.length === 0 && !this.hidden) return;
       if (problems.length === 0) {
-        // The views match only because clients dropped names they stopped asking
-        // for; an answer to an older request may still be on its way. Match
-        // for a little while with nothing arriving before calling it quiet.
-        await sleep(150);
+        // The views match only because clients dropped names they stopped
+        // asking for: the barrier above saw the answers to their requests; a
+        // short settle covers an update the upstream sent meanwhile.
+        await sleep(20);
         if (this.responsesSeen === seen && this.mismatches().length === 0) return;
         if (Date.now() > deadline) return;
         continue;

@@ -181,7 +181,6 @@ export const REGRESSIONS: Regression[] = [
   },
   {
     behaviour: 'a glob dropped by its only client and taken again does not bring back a member deleted meanwhile',
-    todo: 'the relay serves the deleted member from its cache (nothing upstream ever says it is gone)',
     unsubscribeGraceMs: 0,
     redis: false,
     run: [
@@ -196,7 +195,6 @@ export const REGRESSIONS: Regression[] = [
   },
   {
     behaviour: 'the legacy wildcard dropped and taken again does not bring back a cluster deleted meanwhile',
-    todo: 'the relay serves the deleted cluster from its cache (nothing upstream ever says it is gone)',
     unsubscribeGraceMs: 0,
     redis: false,
     run: [
@@ -210,7 +208,6 @@ export const REGRESSIONS: Regression[] = [
   },
   {
     behaviour: 'a glob taken and dropped while its control plane is down is not delivered when the control plane is back',
-    todo: 'the relay sends the member (cached for another client under its singleton name) to the client that dropped the glob',
     unsubscribeGraceMs: 0,
     redis: false,
     run: [
@@ -228,7 +225,6 @@ export const REGRESSIONS: Regression[] = [
   },
   {
     behaviour: 'a SotW client whose Cluster list becomes empty gets no more updates of the names it dropped',
-    todo: 'the relay keeps sending the dropped cluster while another client still subscribes it',
     unsubscribeGraceMs: 0,
     redis: false,
     run: [
