@@ -415,7 +415,14 @@ describe('NACKs', () => {
     assert.deepEqual(view(m, 's', LISTENER), { l1: '2', l2: '2' });
   });
 
-  it('a rejected SotW full state ends when the client changes its list', () => {
+  it('a rejected SotW full state stands when the client only drops names from its list', () => {
+    const m = modelWith([connect('s', 'sotw'), sub('s', LISTENER, 'l1'), sub('s', LISTENER, 'l2'), put(LISTENER, 'l1', '1'), put(LISTENER, 'l2', '1'), put(LISTENER, 'l1', '2')]);
+    m.noteNack('s', LISTENER, 'l1', '2', '1');
+    m.apply({ op: 'request', client: 's', typeUrl: LISTENER, subscribe: [], unsubscribe: ['l2'] });
+    assert.deepEqual(view(m, 's', LISTENER), { l1: '1' });
+  });
+
+  it('a rejected SotW full state ends when the client lists a new name', () => {
     const m = modelWith([connect('s', 'sotw'), sub('s', LISTENER, 'l1'), put(LISTENER, 'l1', '1'), put(LISTENER, 'l1', '2')]);
     m.noteNack('s', LISTENER, 'l1', '2', '1');
     assert.deepEqual(view(m, 's', LISTENER), { l1: '1' });

@@ -220,8 +220,11 @@ export class Model implements ReferenceModel {
       if (ts.names.size > 0) ts.legacyWildcard = false;
       // An unchanged list is no news to the server; only newly listed names are sent again.
       for (const s of ts.names) if (!before.has(s)) this.endNacksHeldBy(ts, client.protocol, typeUrl, s);
-      const changed = before.size !== ts.names.size || [...before].some((s) => !ts.names.has(s));
-      if (changed || wildcardBefore !== this.hasWildcard(ts)) ts.pinned.clear();
+      // A rejected full state stands until the relay sends another: it answers
+      // every newly listed name (the resource, or that it does not exist), but
+      // a list that only drops names gets no answer.
+      const listed = [...ts.names].some((s) => !before.has(s)) || (this.hasWildcard(ts) && !wildcardBefore);
+      if (listed) ts.pinned.clear();
     }
     // A record for a name the client no longer holds is moot.
     for (const name of [...ts.nacks.keys()]) {
