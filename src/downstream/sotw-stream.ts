@@ -49,9 +49,12 @@ export class SotwStream extends AdsStream {
     if (gone.length === 0 && added.length === 0) return;
     if (!this.withinLimits(added.length + gone.length, added.length - gone.length)) return;
     const fan = new FanOut();
-    if (gone.length > 0) state.unsubscribe(gone, fan);
+    // New names first: a list that swaps one spelling of a glob for another
+    // keeps its subscription (and the full state its members), instead of
+    // releasing it and answering with the members left out.
     const allowed = this.refuseTooLong(state, added, fan);
     if (allowed.length > 0) state.subscribe(allowed, fan);
+    if (gone.length > 0) state.unsubscribe(gone, fan);
     fan.finish();
   }
 }
