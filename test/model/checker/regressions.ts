@@ -236,4 +236,17 @@ export const REGRESSIONS: Regression[] = [
       { op: 'put', authority: 'a2', typeUrl: CL, name: cl('s1?j=2&k=1', 'a2'), version: '21' },
     ],
   },
+  {
+    behaviour: 'a SotW list that swaps one spelling of a glob for another never answers with its members left out',
+    unsubscribeGraceMs: 0,
+    redis: false,
+    run: [
+      { op: 'put', authority: 'a1', typeUrl: CL, name: cl('g/m2?j=2&k=1'), version: '3' },
+      { op: 'connect', client: 'c1', protocol: 'delta' },
+      { op: 'connect', client: 'c4', protocol: 'sotw' },
+      { op: 'request', client: 'c4', typeUrl: CL, subscribe: [cl('g/*?j=2&k=1')], unsubscribe: [] },
+      { op: 'request', client: 'c1', typeUrl: CL, subscribe: [cl('g/m%31?j=2&k=1')], unsubscribe: [] },
+      { op: 'request', client: 'c4', typeUrl: CL, subscribe: [cl('g/m%31?j=2&k=1'), cl('g/*?k=1&j=2')], unsubscribe: [cl('g/*?j=2&k=1')] },
+    ],
+  },
 ];
