@@ -36,8 +36,14 @@ export interface EngineOptions {
 const ABSENT: WatchUpdate = { kind: 'does-not-exist', member: undefined, keepHeld: false };
 const ABSENT_KEEP_HELD: WatchUpdate = { kind: 'does-not-exist', member: undefined, keepHeld: true };
 
+/** One 'changed' update per cached entry, shared by every watcher and round that hands it on (a storm answers one member to thousands of clients). */
+const changedUpdates = new WeakMap<CacheEntry, WatchUpdate>();
+
 function changed(entry: CacheEntry, keepHeld: boolean): WatchUpdate {
-  return { kind: 'changed', entry, keepHeld };
+  if (keepHeld) return { kind: 'changed', entry, keepHeld };
+  let update = changedUpdates.get(entry);
+  if (!update) changedUpdates.set(entry, (update = { kind: 'changed', entry, keepHeld: false }));
+  return update;
 }
 
 

@@ -58,6 +58,8 @@ export class Router {
    * clients inventing names cannot grow it without limit).
    */
   private readonly routes = new Map<string, Map<string, Route | Rejection>>();
+  /** heldKey's answers, remembered the same way (per-client state asks it for every name a client holds). */
+  private readonly heldKeys = new Map<string, Map<string, ResourceKey | null>>();
 
   constructor(
     private readonly authorities: ReadonlySet<string>,
@@ -65,17 +67,7 @@ export class Router {
   ) {}
 
   route(typeUrl: string, name: string): Route | Rejection {
-    let memo = this.routes.get(typeUrl);
-    if (!memo) {
-      if (this.routes.size >= ROUTE_MEMO_TYPES) this.routes.clear();
-      this.routes.set(typeUrl, (memo = new Map()));
-    }
-    let r = memo.get(name);
-    if (r === undefined) {
-      if (memo.size >= ROUTE_MEMO_LIMIT) memo.clear();
-      memo.set(name, (r = this.computeRoute(typeUrl, name)));
-    }
-    return r;
+    return remembered(this.routes, typeUrl, name, () => this.computeRoute(typeUrl, name));
   }
 
   private computeRoute(typeUrl: string, name: string): Route | Rejection {
@@ -130,6 +122,10 @@ export class Router {
    * whichever upstream serves it; undefined for names no upstream could send.
    */
   heldKey(typeUrl: string, name: string): ResourceKey | undefined {
+    return remembered(this.heldKeys, typeUrl, name, () => this.computeHeldKey(typeUrl, name) ?? null) ?? undefined;
+  }
+
+  private computeHeldKey(typeUrl: string, name: string): ResourceKey | undefined {
     if (!isXdstpName(name)) {
       if (name === WILDCARD || name === '') return undefined;
       return { key: legacyKey(typeUrl, name), name, collection: legacyKey(typeUrl, WILDCARD) };
@@ -163,6 +159,21 @@ export class Router {
       return null;
     }
   }
+}
+
+/** `memos[typeUrl][name]`, computed on a miss; bounded per type and in types (the memo starts over past either). */
+function remembered<T>(memos: Map<string, Map<string, T>>, typeUrl: string, name: string, compute: () => T): T {
+  let memo = memos.get(typeUrl);
+  if (!memo) {
+    if (memos.size >= ROUTE_MEMO_TYPES) memos.clear();
+    memos.set(typeUrl, (memo = new Map()));
+  }
+  let r = memo.get(name);
+  if (r === undefined) {
+    if (memo.size >= ROUTE_MEMO_LIMIT) memo.clear();
+    memo.set(name, (r = compute()));
+  }
+  return r;
 }
 
 export function isRejection(r: Route | Rejection): r is Rejection {
