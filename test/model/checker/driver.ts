@@ -74,11 +74,17 @@ class Driver {
   private responsesSeen = 0;
   /** The last comparison dropped names clients no longer ask for. */
   private hidden = false;
+  /**
+   * Authorities the relay could not ask since the last quiet point (every
+   * server down for a while): what changed there meanwhile it cannot know, so
+   * its last word stands — like convergence, removals are not judged there.
+   */
+  private readonly awaySinceQuiet = new Set<Authority>();
 
   constructor(private readonly opts: RunOptions) {
     const factory = opts.model === undefined ? (o: ModelOptions) => new Model(o) : opts.model;
     this.model = factory ? factory(modelOptions()) : null;
-    this.inv = new Invariants(this.model, new Set(opts.ignore ?? []));
+    this.inv = new Invariants(this.model, new Set(opts.ignore ?? []), (name) => this.awaySinceQuiet.has(authorityOfName(name)));
     this.grace = opts.unsubscribeGraceMs ?? 0;
   }
 
@@ -108,6 +114,8 @@ class Driver {
           if (step.op === 'wait' && step.ms > this.grace) waitedPastGrace = true;
           this.model?.apply(step);
           this.inv.afterStep();
+          if (step.op === 'cpStop' || step.op === 'cpRestart' || step.op === 'failover') this.awaySinceQuiet.add(step.authority);
+          if (step.op === 'relayRestart' && step.upstreamDownFirst) for (const a of [...AUTHORITIES, null] as Authority[]) this.awaySinceQuiet.add(a);
           await this.execute(step);
           if (this.inv.failure) break;
         }
@@ -122,6 +130,8 @@ class Driver {
         }
         if (this.opts.coverage && this.model instanceof Model) this.opts.coverage.observe(this.model);
         this.inv.reset(new Set([...this.clients.values()].filter((c) => c.stalled).map((c) => c.id)));
+        this.awaySinceQuiet.clear();
+        for (const a of [...AUTHORITIES, null] as Authority[]) if (!this.world.anyRunning(a)) this.awaySinceQuiet.add(a);
       }
     } catch (err) {
       divergence = { kind: 'error', message: (err as Error).stack ?? String(err), entry, executedEntry: executed.length, step: this.current };

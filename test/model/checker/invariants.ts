@@ -33,6 +33,8 @@ export class Invariants {
     private readonly model: ReferenceModel | null,
     /** Kinds of failure not to stop at (a known relay bug that would hide everything else). */
     private readonly ignore: ReadonlySet<Failure['kind']> = new Set(),
+    /** Names whose control plane the relay could not reach lately: a removal there is its last word, not judged. */
+    private readonly unreachable: (name: string) => boolean = () => false,
   ) {}
 
   setProtocol(client: string, protocol: 'delta' | 'sotw'): void {
@@ -121,7 +123,7 @@ export class Invariants {
       }
     }
     for (const n of ev.removed) {
-      if (w?.mustKeep.has(k(n))) {
+      if (w?.mustKeep.has(k(n)) && !this.unreachable(n)) {
         this.fail({
           kind: 'removal',
           message: `${where} was told ${n} is gone (${ev.protocol === 'sotw' ? 'left out of a full-state response' : 'removed_resources'}) although it exists upstream and stayed subscribed since the last quiet point`,
