@@ -100,7 +100,7 @@ export interface CsdsServiceOptions {
   /** Repeated refusals are summarized at most this often (default 10 s). */
   logRepeatIntervalMs?: number;
   /**
-   * Issue 14 (security policy) plugs in here: return false to refuse a caller
+   * The security policy plugs in here: return false to refuse a caller
    * (answered PERMISSION_DENIED). Asked once per request, with the decoded
    * request (its `node` is the caller's own node, for node-id identities).
    * Absent: everyone may call, as without a policy.

@@ -6,9 +6,9 @@ import * as client from 'prom-client';
  * name, `(default)` for legacy names, or `other` for a name no upstream serves.
  */
 export class SecurityMetrics {
-  /** Phase 2 (the hub's join check): subscriptions the policy refused. */
+  /** Subscriptions the policy refused (the engine's join check). */
   readonly deniedSubscriptions: client.Counter<'authority'>;
-  /** Per-stream limits hit: request_size (ConnectionGuard); subscriptions_per_stream, name_length, subscription_rate (phase 2). */
+  /** Per-stream limits hit: request_size (ConnectionGuard); subscriptions_per_stream, name_length, subscription_rate (the streams). */
   readonly limitExceeded: client.Counter<'limit'>;
   readonly connectionsRefused: client.Counter<'reason'>;
   readonly connectionsCut: client.Counter<'reason'>;

@@ -1,6 +1,6 @@
 /**
  * A token bucket: `burst` tokens at most, refilled at `ratePerSecond`. Used
- * for per-connection HTTP/2 control-frame budgets and (phase 2) for the
+ * for per-connection HTTP/2 control-frame budgets and for the
  * subscription changes a stream may make per second.
  */
 export class TokenBucket {
