@@ -7,8 +7,8 @@
  * flag: POST /debug/gc) and the heap is read. A warm-up cycle first, so JIT
  * code, grpc-js pools and prom-client label sets settle before cycle 1.
  *
- * Verdict: heap after cycle 3 within 2 % of cycle 1 (full size: 5,000
- * streams per cycle; smoke: 1,000). "Heap" is the bytes of live data
+ * Verdict: heap after cycle 3 within 2 % of cycle 1 at full size (5,000
+ * streams per cycle); within 4 % at smoke size (1,000 streams per cycle). "Heap" is the bytes of live data
  * objects in a heap snapshot taken after the GC (POST /debug/gc?live=1):
  * V8's used-heap figure moves by ±3 % between identical idle states as it
  * flushes and recompiles bytecode, which would make a 2 % verdict a coin
@@ -96,5 +96,8 @@ export async function runChurn(ctx: SoakContext): Promise<void> {
     `live data after GC ${heaps.map((h) => mb(live(h))).join(' → ')} (cycles 1…${CYCLES}); ` +
     `cycle ${CYCLES} vs 1: ${growth >= 0 ? '+' : ''}${(growth / 1024).toFixed(0)} KB (${pct.toFixed(2)} %), ${perStream.toFixed(0)} B per closed stream; ` +
     `used heap ${usedPct >= 0 ? '+' : ''}${usedPct.toFixed(2)} %`;
-  ctx.check(`heap after cycle ${CYCLES} within 2 % of cycle 1`, pct <= 2, figures);
+  // At smoke size a 2 % budget is ~180 KB, within what one GC leaves or takes
+  // between identical states; the leak this guards against grew 6–17 %.
+  const limit = ctx.smoke ? 4 : 2;
+  ctx.check(`heap after cycle ${CYCLES} within ${limit} % of cycle 1`, pct <= limit, figures);
 }
