@@ -312,7 +312,9 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   private resendHeldMembers(coll: Subscription, spelling: string, fan: FanOut, initial: ReadonlyMap<string, string> | undefined): void {
     let again = false;
     for (const member of this.heldThrough(coll.key)) {
-      if (initial?.has(member)) continue;
+      // Only what the cache can send now: a miss was already asked upstream by the join.
+      const key = this.engine.heldKey(this.typeUrl, member)?.key;
+      if (initial?.has(member) || key === undefined || !this.engine.current(key)) continue;
       this.resend(member);
       again = true;
     }
