@@ -135,6 +135,8 @@ export class GrpcUpstream implements UpstreamPort {
   private client: grpc.Client | undefined;
   private stream: Stream | undefined;
   private nodeSent = false;
+  /** Type URLs this stream has subscribed something of (a type's first request must name something). */
+  private typesOpened = new Set<string>();
   /** The current stream has delivered a response: only then does the backoff start over. */
   private streamAnswered = false;
   private outage = false;
@@ -356,6 +358,14 @@ export class GrpcUpstream implements UpstreamPort {
 
   /** Writes one subscription change as as many requests as the size limit needs. */
   private sendChange(change: SubscriptionChange): void {
+    if (!this.typesOpened.has(change.typeUrl)) {
+      // The stream never subscribed these names, so there is nothing to take
+      // back; and a type's first request with no names would read upstream as
+      // the legacy wildcard.
+      if (change.subscribe.length === 0) return;
+      if (change.unsubscribe?.length) change = { ...change, unsubscribe: [] };
+      this.typesOpened.add(change.typeUrl);
+    }
     const node = this.nodeSent ? undefined : this.opts.node;
     const requests = splitSubscriptionChange(change, this.maxRequestBytes, node);
     for (const req of requests) this.send(req, 'subscribe');
@@ -465,6 +475,7 @@ export class GrpcUpstream implements UpstreamPort {
     const stream = openDeltaStream(client);
     this.stream = stream;
     this.nodeSent = false;
+    this.typesOpened.clear();
     this.streamAnswered = false;
     let ended = false;
     const onEnd = (code: number, why: string): void => {
