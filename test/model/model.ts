@@ -350,9 +350,11 @@ export class Model implements ReferenceModel {
     if (c.protocol === 'sotw' && this.opts.fullStateTypes.has(typeUrl)) {
       const stillRejected = [...ts.pinned].every(([name, p]) => view.get(name) === (p.version === '' ? undefined : p.version));
       if (!stillRejected) return view;
+      // The kept state matters only for what the client still asks for: a
+      // name it dropped from its list is gone from its view, NACK or not.
       for (const [name, p] of ts.pinned) {
         if (p.kept === undefined) view.delete(name);
-        else view.set(name, p.kept);
+        else if (this.coversName(c.protocol, typeUrl, ts, name)) view.set(name, p.kept);
       }
       return view;
     }

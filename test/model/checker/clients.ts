@@ -203,7 +203,17 @@ export class ClientHandle {
   }
 
   describe(): string {
-    return this.delta ? this.delta.describe() : `[sotw ${this.id}] ${this.sotw?.responses.length ?? 0} responses`;
+    if (this.delta) return this.delta.describe();
+    const c = this.sotw;
+    if (!c) return `[sotw ${this.id}] no stream`;
+    const short = (t: string | undefined): string => (t ?? '').replace(/^.*\./, '');
+    const lines = [`[sotw ${this.id}] ${c.sent.length} requests, ${c.responses.length} responses:`];
+    for (const r of c.sent) {
+      const nack = r.error_detail ? ` NACK(${r.error_detail.message})` : '';
+      lines.push(`    > ${short(r.type_url)} v=${r.version_info ?? ''} n=${r.response_nonce ?? ''} [${(r.resource_names ?? []).join(', ')}]${nack}`);
+    }
+    for (const r of c.responses) lines.push(`    < ${short(r.type_url)} v=${r.version_info ?? ''} n=${r.nonce ?? ''} [${SotwClient.payloads(r).join(', ')}]`);
+    return lines.join('\n');
   }
 
   stall(): void {

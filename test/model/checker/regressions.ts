@@ -249,4 +249,32 @@ export const REGRESSIONS: Regression[] = [
       { op: 'request', client: 'c4', typeUrl: CL, subscribe: [cl('g/m%31?j=2&k=1'), cl('g/*?k=1&j=2')], unsubscribe: [cl('g/*?j=2&k=1')] },
     ],
   },
+  {
+    behaviour: 'a SotW client that rejected a state of the world and then dropped the wildcard holds only what its new list names',
+    unsubscribeGraceMs: 0,
+    redis: false,
+    run: [
+      { op: 'put', authority: 'a1', typeUrl: CL, name: cl('g/m4'), version: '6' },
+      { op: 'put', authority: null, typeUrl: CL, name: 'l1', version: '7' },
+      { op: 'put', authority: null, typeUrl: CL, name: 'l2', version: '8' },
+      { op: 'connect', client: 'c1', protocol: 'sotw' },
+      { op: 'request', client: 'c1', typeUrl: CL, subscribe: [], unsubscribe: [] },
+      { op: 'nackNext', client: 'c1', typeUrl: CL },
+      { op: 'request', client: 'c1', typeUrl: CL, subscribe: [cl('g/m4')], unsubscribe: ['*'] },
+    ],
+  },
+  {
+    behaviour: 'a SotW client reconnecting on a name and the wildcard gets both clusters in its first state of the world',
+    unsubscribeGraceMs: 0,
+    redis: true,
+    run: [
+      { op: 'put', authority: null, typeUrl: CL, name: 'l1', version: '5' },
+      { op: 'put', authority: null, typeUrl: CL, name: 'l2', version: '6' },
+      { op: 'connect', client: 'c1', protocol: 'sotw' },
+      { op: 'request', client: 'c1', typeUrl: CL, subscribe: ['l1'], unsubscribe: [] },
+      { op: 'request', client: 'c1', typeUrl: CL, subscribe: ['*'], unsubscribe: [] },
+      { op: 'nackNext', client: 'c1', typeUrl: CL },
+      { op: 'reconnect', client: 'c1', omitGlobMembers: false },
+    ],
+  },
 ];
