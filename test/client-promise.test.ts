@@ -10,7 +10,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { withRelay } from './support/relay-fixture';
-import { ENDPOINT, xdstp } from './support/names';
+import { CLUSTER, ENDPOINT, LISTENER, xdstp } from './support/names';
 import { assertWellFormed } from './support/assertions';
 import { sleep } from './support/wait';
 import { SotwClient } from './support/sotw-client';
@@ -213,6 +213,103 @@ test('a SotW client that rejected a member gets it again when it subscribes the 
       assert.deepEqual(SotwClient.payloads(c.of(ENDPOINT)[1]!), ['one']);
     } finally {
       c.close();
+    }
+  });
+});
+
+const C = (rest: string): string => xdstp('a', CLUSTER, rest);
+/** A name the relay refuses at once (no such authority): its answer shows every earlier request was applied. */
+const BARRIER = xdstp('zz', LISTENER, 'barrier');
+
+test('a name subscribed and dropped before the relay asks upstream never reaches the control plane as the wildcard', T, async () => {
+  await withRelay({ defaultUpstream: true }, async ({ defaultOrigin, client }) => {
+    const cp = defaultOrigin!;
+    cp.setResource(CLUSTER, 'l1', 'one', 'v1');
+    cp.setResource(CLUSTER, 'l2', 'two', 'v1');
+    const c = client();
+    // Both requests reach the relay before its next upstream request goes out.
+    c.subscribe(CLUSTER, ['l2']);
+    c.unsubscribe(CLUSTER, ['l2']);
+    c.subscribe(LISTENER, [BARRIER]);
+    await c.waitForRemoved(LISTENER, BARRIER);
+    await sleep(200);
+    assert.deepEqual([...cp.subscribedNames(CLUSTER)], [], 'nothing is subscribed upstream');
+    const other = client();
+    other.subscribe(CLUSTER, ['l1']);
+    await other.waitForVersion(CLUSTER, 'l1', 'v1');
+    await sleep(200);
+    assert.deepEqual([...cp.subscribedNames(CLUSTER)], ['l1'], 'the control plane holds only what a client still wants');
+    assert.deepEqual(c.received(CLUSTER), [], 'the client that dropped l2 gets no cluster');
+  });
+});
+
+test('unsubscribing another spelling of a glob member the client rejected does not send the rejected version again', T, async () => {
+  await withRelay({}, async ({ origin, client }) => {
+    origin.setResource(ENDPOINT, E('g/m1'), 'one', 'v1');
+    let rejectNext = true;
+    const c = client({
+      reject: (resp) => {
+        if (!rejectNext || (resp.resources ?? []).length === 0) return undefined;
+        rejectNext = false;
+        return 'not this one';
+      },
+    });
+    c.subscribe(ENDPOINT, [GLOB]);
+    await c.waitFor(() => c.nacked.length === 1, 'the member rejected');
+    const spelling = E('g/m%31');
+    c.subscribe(ENDPOINT, [spelling]);
+    await c.waitForVersion(ENDPOINT, spelling, 'v1');
+    c.unsubscribe(ENDPOINT, [spelling]);
+    c.forget(ENDPOINT, [spelling]);
+    c.subscribe(LISTENER, [BARRIER]);
+    await c.waitForRemoved(LISTENER, BARRIER);
+    await sleep(100);
+    assert.equal(c.received(ENDPOINT, E('g/m1')).length, 1, 'the rejected copy went out once');
+    assert.ok(!c.held(ENDPOINT).has(E('g/m1')));
+    assertWellFormed(c);
+  });
+});
+
+test('a SotW client dropping from its list a missing name its glob covers gets no new state of the world', T, async () => {
+  await withRelay({}, async ({ origin, address }) => {
+    origin.setResource(CLUSTER, C('g/m2'), 'two', 'v1');
+    const c = new SotwClient(address);
+    try {
+      c.request(CLUSTER, [C('g/*'), C('g/m1')]);
+      await c.waitFor(() => c.of(CLUSTER).some((r) => (r.resources ?? []).length === 1), 'the glob answered');
+      const before = c.of(CLUSTER).length;
+      c.request(CLUSTER, [C('g/*')]);
+      c.request(LISTENER, [BARRIER]);
+      await c.waitFor(() => c.of(LISTENER).length === 1, 'the barrier answered');
+      await sleep(100);
+      assert.equal(c.of(CLUSTER).length, before, 'nothing changed for the client, so nothing is sent');
+    } finally {
+      c.close();
+    }
+  });
+});
+
+test('a SotW client reconnecting on the wildcard while another client holds one cluster gets every cluster in its first answer', T, async () => {
+  await withRelay({ defaultUpstream: true }, async ({ defaultOrigin, address, client }) => {
+    const cp = defaultOrigin!;
+    cp.setResource(CLUSTER, 'l1', 'one', 'v1');
+    cp.setResource(CLUSTER, 'l2', 'two', 'v1');
+    const first = new SotwClient(address);
+    first.request(CLUSTER, []);
+    await first.waitFor(() => first.of(CLUSTER).length === 1, 'the wildcard answered');
+    const other = client();
+    other.subscribe(CLUSTER, ['l2']);
+    await other.waitForVersion(CLUSTER, 'l2', 'v1');
+    first.close();
+    await cp.waitFor(() => !cp.subscribedNames(CLUSTER).has('*'), 'the wildcard released upstream');
+    const again = new SotwClient(address);
+    try {
+      again.request(CLUSTER, []);
+      await again.waitFor(() => again.of(CLUSTER).length >= 1, 'the wildcard answered again');
+      const names = SotwClient.payloads(again.of(CLUSTER)[0]!).sort();
+      assert.deepEqual(names, ['one', 'two'], 'a state of the world without l1 would tell the client it was removed');
+    } finally {
+      again.close();
     }
   });
 });

@@ -64,6 +64,12 @@ export interface Rejected {
 }
 
 const NO_NAMES: readonly string[] = [];
+/**
+ * How long a state of the world waits for the upstream to answer a new
+ * collection before it is sent with the members known so far (the upstream
+ * cannot always say which response is that answer).
+ */
+export const COLLECTION_ANSWER_WAIT_MS = 1000;
 const NO_ERRORS: readonly ResourceErrorInfo[] = [];
 
 /**
@@ -121,6 +127,16 @@ export class SubscriptionState implements Watcher, FanOutTarget {
    * with nothing on its way. Candidates for status views, pruned by them.
    */
   private keptBehind: Set<string> | undefined;
+  /**
+   * State-of-the-world clients: the state is held back (in `backlog`) until
+   * the upstream has answered the client's new collections — what the cache
+   * knows of one may be only part, and a state of the world without a member
+   * says it was removed.
+   */
+  private heldForAnswer = false;
+  /** Collections no longer waited for (the wait ran out). */
+  private waitedFor: WeakSet<Subscription> | undefined;
+  private answerTimer: NodeJS.Timeout | undefined;
   private backlog: Map<string, Variant | null> | undefined;
   private backlogErrors: ResourceErrorInfo[] | undefined;
 
@@ -246,6 +262,8 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   close(): void {
     if (this.claimChecks) for (const check of this.claimChecks.values()) check.cancel();
     this.claimChecks = undefined;
+    clearTimeout(this.answerTimer);
+    this.answerTimer = undefined;
     for (const [name, sub] of this.names) if (sub) this.engine.leave(this, sub, name);
     this.names.clear();
     this.collections.clear();
@@ -257,16 +275,20 @@ export class SubscriptionState implements Watcher, FanOutTarget {
    * The protocol rule for a name the client stopped asking for while one of
    * its collections (a glob, or the wildcard) still covers it: the client
    * cannot know whether to keep it, so it is sent again if it exists, else
-   * reported removed.
+   * reported removed. Under another spelling the client dropped only that
+   * spelling: the member it holds under its own name stays as it is (also
+   * when it rejected it).
    */
   private answerStillCovered(name: string, fan: FanOut): void {
     if (!this.covered(name)) return;
     const key = this.engine.heldKey(this.typeUrl, name);
     const entry = key ? this.engine.current(key.key) : undefined;
     if (entry) {
-      this.resend(entry.name);
+      if (entry.name === name) this.resend(name);
       this.offer(entry.name, entry.variant(entry.name, false), fan);
-    } else {
+    } else if (!this.world) {
+      // A state of the world has no word for "removed": the client dropped
+      // the name from its list and holds nothing under it.
       this.queueRemove(name, fan);
     }
   }
@@ -545,6 +567,8 @@ export class SubscriptionState implements Watcher, FanOutTarget {
 
   /** The collection's content is known: members the reconnecting client listed and that are not in it are gone. */
   private collectionComplete(sub: Subscription, members: readonly CacheEntry[], fan: FanOut): void {
+    // A state of the world held back for this answer goes out with this round.
+    if (this.heldForAnswer) this.pendingFor(fan).forced = true;
     if (sub.kind === 'wildcard' && this.owesWildcardAnswer) this.forceAnswer(fan);
     const initial = this.initialNames;
     if (!initial) return;
@@ -712,11 +736,53 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     this.pending = undefined;
     if (pending.mixed) this.settlePending(pending);
     if (pending.adds.length === 0 && pending.removes.length === 0 && pending.errors.length === 0 && !pending.forced) return;
+    if (this.world && this.awaitsCollectionAnswer()) {
+      this.holdForAnswer(pending);
+      return;
+    }
+    if (this.heldForAnswer) {
+      this.heldForAnswer = false;
+      clearTimeout(this.answerTimer);
+      this.answerTimer = undefined;
+      this.addToBacklog(pending);
+      this.drainBacklog();
+      return;
+    }
     if (this.stream.blocked || this.backlog) {
       this.coalesce(pending);
       return;
     }
     this.sendAll(this.builder.build(this, pending, fan), pending);
+  }
+
+  /**
+   * Whether one of the client's collections was subscribed upstream and not
+   * answered yet (up to COLLECTION_ANSWER_WAIT_MS: the upstream cannot always
+   * say which response answers it). An upstream that is away answers nothing:
+   * the cache's copy is all there is.
+   */
+  private awaitsCollectionAnswer(): boolean {
+    if (this.collections.size === 0) return false;
+    for (const sub of this.names.values()) {
+      if (sub && sub.isCollection && !sub.answered && sub.upstream.connected && !this.waitedFor?.has(sub)) return true;
+    }
+    return false;
+  }
+
+  private holdForAnswer(pending: Pending): void {
+    this.heldForAnswer = true;
+    this.addToBacklog(pending);
+    this.answerTimer ??= setTimeout(() => this.stopWaiting(), COLLECTION_ANSWER_WAIT_MS);
+    this.answerTimer.unref();
+  }
+
+  /** The wait ran out: the state goes out with what is known. */
+  private stopWaiting(): void {
+    this.answerTimer = undefined;
+    for (const sub of this.names.values()) if (sub && sub.isCollection && !sub.answered) (this.waitedFor ??= new WeakSet()).add(sub);
+    if (!this.heldForAnswer) return;
+    this.heldForAnswer = false;
+    this.drainBacklog();
   }
 
   private sendAll(responses: readonly OutgoingResponse[], pending: Pending): void {
@@ -730,18 +796,22 @@ export class SubscriptionState implements Watcher, FanOutTarget {
 
   /** Slow client: the latest change per name wins. */
   private coalesce(pending: Pending): void {
+    this.addToBacklog(pending);
+    this.stream.coalesced();
+  }
+
+  private addToBacklog(pending: Pending): void {
     const backlog = (this.backlog ??= new Map());
     for (const v of pending.adds) backlog.set(v.name, v);
     for (const n of pending.removes) backlog.set(n, null);
     if (pending.errors.length > 0) (this.backlogErrors ??= []).push(...pending.errors);
     if (pending.forced && backlog.size === 0) backlog.set('', null);
-    this.stream.coalesced();
   }
 
   /** The client is reading again: send the backlog as one response (or several, by size). */
   drainBacklog(): void {
     const backlog = this.backlog;
-    if (!backlog || this.stream.blocked) return;
+    if (!backlog || this.stream.blocked || this.heldForAnswer) return;
     this.backlog = undefined;
     const pending: Pending = { adds: [], removes: [], errors: this.backlogErrors ?? [], forced: false };
     this.backlogErrors = undefined;
