@@ -58,7 +58,7 @@ function relayParser(argv: string[], strict = true) {
     .option('max-connection-age-grace', { type: 'number', default: DEFAULTS.maxConnectionAgeGraceMs, describe: 'ms a stream may stay open after that GOAWAY before its connection is closed' })
     .option('max-response-bytes', { type: 'number', default: DEFAULTS.maxResponseBytes, describe: 'No response to a client (and no request upstream) exceeds this; larger sets are split' })
     .option('max-request-bytes', { type: 'number', default: DEFAULTS.maxRequestBytes, describe: 'A larger client request ends that stream with RESOURCE_EXHAUSTED' })
-        // Security (README "Security"): TLS both ways, authorization, admin token.
+        // Security (docs/security.md): TLS both ways, authorization, admin token.
     .option('tls-cert', { type: 'string', describe: 'Serve clients over TLS with this PEM certificate (chain); reloaded when the file changes' })
     .option('tls-key', { type: 'string', describe: 'PEM private key of --tls-cert' })
     .option('tls-client-ca', { type: 'string', describe: 'Require client certificates signed by this PEM CA (mTLS); identities come from them' })

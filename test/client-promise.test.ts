@@ -3,7 +3,7 @@
  * subscriptions cover, at the control plane's current version, and is never
  * told that a live resource was removed — in the situations where the parts
  * (engine refcounts, store eviction, per-client state, the upstream's
- * poison-name search) used to be right alone and wrong together. Each test
+ * poison-name search) can each be right alone and wrong together. Each test
  * is one such combination over real gRPC; test/model/ states the promise in
  * general and its checker looks for more.
  */

@@ -1,6 +1,6 @@
 /**
- * Delta xDS as Envoy and real control planes behave (issue: one subscription
- * engine). Each test is one rule from the protocol text (spec 001, "how a
+ * Delta xDS as Envoy and real control planes behave, through the one
+ * subscription engine. Each test is one rule from the protocol text (spec 001, "how a
  * client specifies resources", "unsubscribing", "knowing when a resource
  * does not exist") or from what Envoy does, over real gRPC.
  */

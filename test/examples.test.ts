@@ -8,12 +8,14 @@ import { spawn } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import YAML from 'yaml';
 import { envoyTypes } from '../src/proto/envoy-types';
 import { assertWellFormed } from './support/assertions';
 import { cleanEnv, spawnCli, type SpawnedCli } from './support/cli';
 import { DeltaClient } from './support/delta-client';
 import { cluster, entry, resourcesFile, tempDir, writeFile } from './support/files';
-import { CLUSTER, ENDPOINT, LISTENER, LISTENER_COLLECTION } from './support/names';
+import { allAcked, GrpcXdsClient, type GrpcBootstrap } from './support/grpc-xds-client';
+import { CLUSTER, ENDPOINT, LISTENER, LISTENER_COLLECTION, ROUTE } from './support/names';
 import { waitUntil } from './support/wait';
 
 const T = { timeout: 30_000 };
@@ -184,4 +186,79 @@ test('package.json wires `npm start` and `npm run xds` to the built entry points
   assert.equal(pkg.scripts.start, 'node dist/src/cli.js');
   assert.equal(pkg.scripts.xds, 'node dist/src/tools/xds-client.js');
   assert.ok(pkg.dependencies['@grpc/grpc-js-xds'], 'the Envoy API protos are a runtime dependency');
+});
+
+type Obj = Record<string, unknown>;
+
+test('examples/envoy-bootstrap.yaml is an Envoy Bootstrap for delta ADS whose xdstp:// names the no-flags relay serves', T, async () => {
+  const bootstrap = YAML.parse(fs.readFileSync(path.join(REPO, 'examples', 'envoy-bootstrap.yaml'), 'utf8')) as Obj;
+  // Encoding with Envoy's own API protos: an unknown or misspelt field is an error.
+  const encoded = envoyTypes().encodeAny({ '@type': 'type.googleapis.com/envoy.config.bootstrap.v3.Bootstrap', ...bootstrap });
+  const b = envoyTypes().decodeAny(encoded.typeUrl, encoded.value) as {
+    node: { id: string; cluster: string };
+    dynamic_resources: Record<string, Obj & { api_config_source?: Obj }> & { lds_resources_locator: string; cds_resources_locator: string };
+    static_resources: { clusters: Array<{ name: string; load_assignment: { endpoints: Array<{ lb_endpoints: Array<{ endpoint: { address: { socket_address: Obj } } }> }> } }> };
+  };
+  assert.ok(b.node.id && b.node.cluster);
+  const dyn = b.dynamic_resources;
+  assert.equal(dyn.ads_config!.api_type, 'DELTA_GRPC');
+  for (const k of ['lds_config', 'cds_config']) {
+    assert.equal(dyn[k]!.resource_api_version, 'V3');
+    assert.equal(dyn[k]!.api_config_source?.api_type, 'AGGREGATED_DELTA_GRPC');
+  }
+  const relay = b.static_resources.clusters.find((c) => c.name === (dyn.ads_config!.grpc_services as Array<{ envoy_grpc: { cluster_name: string } }>)[0]!.envoy_grpc.cluster_name)!;
+  assert.deepEqual(relay.load_assignment.endpoints[0]!.lb_endpoints[0]!.endpoint.address.socket_address, { address: '127.0.0.1', port_value: 18000 });
+
+  await withCli([], PORTS, async (_cli, client) => {
+    const c = client();
+    c.subscribe(LISTENER, [dyn.lds_resources_locator]);
+    c.subscribe(CLUSTER, [dyn.cds_resources_locator]);
+    await c.waitFor(() => c.held(LISTENER).size === 2 && c.held(CLUSTER).size === 3, 'the listeners and clusters the bootstrap names');
+    // What they refer to exists too: route configurations and endpoints.
+    const routes = new Set<string>();
+    for (const name of c.held(LISTENER).keys()) {
+      const l = c.resource(LISTENER, name)!.resource!;
+      const json = JSON.stringify(envoyTypes().decodeAny(l.type_url, l.value));
+      for (const m of json.matchAll(/"route_config_name":"([^"]+)"/g)) routes.add(m[1]!);
+    }
+    const endpoints = new Set<string>();
+    for (const name of c.held(CLUSTER).keys()) {
+      const cl = c.resource(CLUSTER, name)!.resource!;
+      endpoints.add((envoyTypes().decodeAny(cl.type_url, cl.value) as { eds_cluster_config: { service_name: string } }).eds_cluster_config.service_name);
+    }
+    assert.equal(routes.size, 1);
+    assert.equal(endpoints.size, 3);
+    c.subscribe(ROUTE, [...routes]);
+    c.subscribe(ENDPOINT, [...endpoints]);
+    await c.waitFor(() => c.held(ROUTE).size === routes.size && c.held(ENDPOINT).size === endpoints.size, 'every route configuration and endpoint set');
+    assertWellFormed(c);
+  });
+});
+
+test('examples/grpc-bootstrap.json: a real gRPC client resolves xds:///web through the no-flags relay', T, async () => {
+  const bootstrap = JSON.parse(fs.readFileSync(path.join(REPO, 'examples', 'grpc-bootstrap.json'), 'utf8')) as GrpcBootstrap;
+  assert.equal(bootstrap.xds_servers[0]!.server_uri, '127.0.0.1:18000');
+  await withCli([], PORTS, async (cli) => {
+    // The same bootstrap, pointed at this relay's port.
+    const here = JSON.parse(JSON.stringify(bootstrap).replaceAll('127.0.0.1:18000', `127.0.0.1:${cli.port}`)) as GrpcBootstrap;
+    const grpcClient = await GrpcXdsClient.start(here, { label: 'examples' });
+    try {
+      // The example endpoints are placeholders: the RPC itself is not expected to succeed.
+      await grpcClient.call('xds:///web', { timeoutMs: 500 });
+      const template = bootstrap.client_default_listener_resource_name_template!;
+      await grpcClient.csdsUntil(
+        (r) =>
+          allAcked(r, [
+            { typeUrl: LISTENER, name: template.replace('%s', 'web') },
+            { typeUrl: ROUTE, name: `${EX}/envoy.config.route.v3.RouteConfiguration/grpc-web` },
+            { typeUrl: CLUSTER, name: WEB },
+            { typeUrl: ENDPOINT, name: `${EX}/envoy.config.endpoint.v3.ClusterLoadAssignment/web` },
+          ]),
+        'Listener, RouteConfiguration, Cluster and ClusterLoadAssignment of xds:///web ACKed',
+        15_000,
+      );
+    } finally {
+      await grpcClient.stop();
+    }
+  });
 });

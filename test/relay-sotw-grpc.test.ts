@@ -1,5 +1,5 @@
 /**
- * gRPC's proxyless clients through the relay (issue 12), proven with the real
+ * gRPC's proxyless clients through the relay, proven with the real
  * client: `@grpc/grpc-js-xds` in a child process (test/support/grpc-xds-client.ts)
  * speaks state-of-the-world ADS to the relay (the real CLI, spawned), which
  * speaks delta upstream to the test origin (test/support/origin.ts) serving
