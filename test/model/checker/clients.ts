@@ -131,6 +131,11 @@ export class ClientHandle {
     if (!ts) this.subs.set(typeUrl, (ts = { names: [], legacyWildcard: false, requestedOnStream: false }));
     const first = !ts.requestedOnStream;
     ts.requestedOnStream = true;
+    // A NACK armed for this type and not yet spent is dropped: the next
+    // response might have left the relay before or after this request, and
+    // the request ends what the NACK would decide ("send it again") only in
+    // the second case — the checker cannot tell, so it does not NACK it.
+    this.pendingNack.delete(typeUrl);
     const legacyType = LEGACY_WILDCARD_TYPES.has(typeUrl);
     for (const n of subscribe) if (!ts.names.includes(n)) ts.names.push(n);
     ts.names = ts.names.filter((n) => !unsubscribe.includes(n));
