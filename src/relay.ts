@@ -214,6 +214,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     drainPeriodMs,
     listening: () => listening,
     serverInfo: { version: relayVersion(), startedAt, config },
+    status: statusSource,
   };
   metrics.addCollector(() => refreshRelayGauges(parts));
   const reloadedFiles: Array<'tls' | 'policy' | 'admin_token'> = [];
