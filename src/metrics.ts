@@ -1,5 +1,7 @@
 import * as client from 'prom-client';
 import { SEVERITY_RANK, severityOf, type Severity, type StatusSource } from './downstream/status-source';
+import type { DropReason, RejectReason } from './hub/routing';
+import type { UpstreamNackReason } from './upstream/response-check';
 import { SecurityMetrics } from './security/metrics';
 import { relayVersion } from './version';
 
@@ -7,6 +9,29 @@ const MAX_TYPE_LABELS = 32;
 
 /** Values of the `status` label of xdstp_relay_clients. */
 const CLIENT_STATUSES: readonly Severity[] = ['synced', 'stale', 'nacked'];
+
+/** Every value of a label, checked complete by the compiler (a missing or unknown key does not build). */
+function values<K extends string>(all: Record<K, true>): K[] {
+  return Object.keys(all) as K[];
+}
+
+const DROP_REASONS = values<DropReason | 'unsubscribed'>({ unsubscribed: true, malformed: true, foreign_authority: true, type_mismatch: true });
+const REJECT_REASONS = values<RejectReason>({ malformed: true, unknown_authority: true, type_mismatch: true, no_default_upstream: true, directive: true });
+const UPSTREAM_NACK_REASONS = values<UpstreamNackReason>({ undecodable: true, duplicate_name: true, added_and_removed: true, type_mismatch: true });
+const UPSTREAM_REQUEST_KINDS = ['subscribe', 'ack', 'nack'] as const;
+const BAD_REQUEST_REASONS = ['truncated', 'undecodable', 'missing_type_url'] as const;
+const GOAWAY_REASONS = ['drain', 'shutdown'] as const;
+/** Operations RedisStore reports through onError (src/cache/redis-store.ts). */
+const REDIS_OPS = ['connection', 'getResource', 'getGlobMembers', 'write', 'write-dropped', 'warmLoad', 'decode', 'probe'] as const;
+
+/** What a relay is set up with that decides which labelled series exist from the start. */
+export interface KnownSeries {
+  /** Upstream labels (authority names, `(default)`). */
+  authorities: readonly string[];
+  redis: boolean;
+  /** Files the relay watches and reloads. */
+  reloadedFiles: ReadonlyArray<'tls' | 'policy' | 'admin_token'>;
+}
 
 /**
  * Per-type counts kept as plain numbers on the hot paths (every response to
@@ -38,7 +63,7 @@ export class RelayMetrics {
   private readonly typeLabels = new Set<string>();
 
   readonly downstreamStreams = new client.Gauge({
-    name: 'xdstp_relay_downstream_streams',
+    name: 'xdstp_relay_downstream_streams_open',
     help: 'Open downstream ADS streams, by protocol (delta, sotw).',
     labelNames: ['protocol'],
     registers: [this.registry],
@@ -241,8 +266,28 @@ export class RelayMetrics {
   private readonly collectors: Array<() => void> = [];
 
   constructor(opts: { defaultMetrics?: boolean; version?: string } = {}) {
-    if (opts.defaultMetrics ?? true) client.collectDefaultMetrics({ register: this.registry, prefix: 'xdstp_relay_' });
+    // Standard names (process_cpu_seconds_total, nodejs_heap_size_used_bytes…): stock Node and process dashboards find them.
+    if (opts.defaultMetrics ?? true) client.collectDefaultMetrics({ register: this.registry });
     this.buildInfo.set({ version: opts.version ?? relayVersion(), nodejs: process.versions.node }, 1);
+    // Labelled counters whose label values are known up front start at 0: rate() and increase() see their first event.
+    for (const reason of DROP_REASONS) this.droppedResources.inc({ reason }, 0);
+    for (const reason of REJECT_REASONS) this.rejectedSubscriptions.inc({ reason }, 0);
+    for (const reason of BAD_REQUEST_REASONS) this.badRequests.inc({ reason }, 0);
+    for (const reason of GOAWAY_REASONS) this.goaways.inc({ reason }, 0);
+    for (const tier of ['memory', 'shared']) this.cacheHits.inc({ tier }, 0);
+  }
+
+  /** Starts the series that depend on the configuration at 0: per authority, Redis operations, reloaded files. */
+  zeroKnownSeries(known: KnownSeries): void {
+    for (const authority of known.authorities) {
+      this.upstreamReconnects.inc({ authority }, 0);
+      this.upstreamResponses.inc({ authority }, 0);
+      this.upstreamRejectedNames.inc({ authority }, 0);
+      for (const kind of UPSTREAM_REQUEST_KINDS) this.upstreamRequests.inc({ authority, kind }, 0);
+      for (const reason of UPSTREAM_NACK_REASONS) this.upstreamNacks.inc({ authority, reason }, 0);
+    }
+    if (known.redis) for (const op of REDIS_OPS) this.redisErrors.inc({ op }, 0);
+    this.security.zeroConfiguredSeries(known);
   }
 
   /**

@@ -214,8 +214,14 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     drainPeriodMs,
     listening: () => listening,
     serverInfo: { version: relayVersion(), startedAt, config },
+    status: statusSource,
   };
   metrics.addCollector(() => refreshRelayGauges(parts));
+  const reloadedFiles: Array<'tls' | 'policy' | 'admin_token'> = [];
+  if (config.security?.tls) reloadedFiles.push('tls');
+  if (policy) reloadedFiles.push('policy');
+  if (config.admin && config.security?.adminTokenFile) reloadedFiles.push('admin_token');
+  metrics.zeroKnownSeries({ authorities: [...upstreams.values()].map((u) => u.label), redis: ownedStore !== undefined, reloadedFiles });
 
   let admin: AdminServer | undefined;
   let adminAccess: AdminAccess | undefined;

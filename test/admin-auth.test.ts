@@ -1,6 +1,6 @@
 /**
  * The protected admin endpoints: with --admin-token, POST /drain, POST
- * /log-level and /debug/* need `Authorization: Bearer <token>` (401
+ * /log-level, /debug/* and the HTML home page need `Authorization: Bearer <token>` (401
  * otherwise); without a token they answer loopback callers only (403
  * otherwise). Probes and the scrape stay open either way.
  */
@@ -79,6 +79,29 @@ test('/debug/* needs the token; /metrics, /healthz and /readyz stay open', T, as
   }
 });
 
+test('with --admin-token, the HTML home page needs the token like /debug/*; the JSON index at GET / stays open', T, async () => {
+  const t = tokenFile(TOKEN);
+  try {
+    await withSecureRelay({ admin: true, security: { adminToken: t.file } }, async ({ relay }) => {
+      const port = relay.adminPort!;
+      const page = (token?: string): Promise<Response> =>
+        fetch(`http://127.0.0.1:${port}/`, { headers: { accept: 'text/html,*/*;q=0.8', ...(token ? { authorization: `Bearer ${token}` } : {}) } });
+      const refused = await page();
+      assert.equal(refused.status, 401);
+      assert.match(refused.headers.get('www-authenticate') ?? '', /^Bearer/);
+      assert.equal((await call(port, 'GET', '/?format=html')).status, 401);
+      const shown = await page(TOKEN);
+      assert.equal(shown.status, 200);
+      assert.match(await shown.text(), /<title>xdstp-relay admin<\/title>/);
+      const index = await call(port, 'GET', '/');
+      assert.equal(index.status, 200);
+      assert.ok((JSON.parse(index.body) as { endpoints: Record<string, string> }).endpoints['GET /healthz']);
+    });
+  } finally {
+    t.cleanup();
+  }
+});
+
 test('a rotated admin token file takes effect: the new token works, the old one no longer does', T, async () => {
   const t = tokenFile(TOKEN);
   try {
@@ -112,6 +135,8 @@ test('without --admin-token, POST /drain and /debug/* answer loopback callers an
     const port = relay.adminPort!;
     assert.ok(external, 'a non-loopback address to call from');
     assert.equal((await call(port, 'GET', '/debug/upstreams', undefined, external)).status, 403);
+    assert.equal((await call(port, 'GET', '/?format=html', undefined, external)).status, 403, 'the home page too');
+    assert.equal((await call(port, 'GET', '/', undefined, external)).status, 200, 'the JSON index stays open');
     assert.equal((await call(port, 'POST', '/log-level?level=warn', undefined, external)).status, 403);
     assert.equal((await call(port, 'POST', '/drain', undefined, external)).status, 403);
     assert.equal((await call(port, 'GET', '/readyz', undefined, external)).status, 200, 'probes stay open; still ready');

@@ -588,7 +588,7 @@ test('the Grafana dashboard refers only to metrics that exist', T, async () => {
 test('the Grafana dashboard covers the operational metrics', T, () => {
   const used = new Set(dashboardExprs().flatMap((e) => e.match(METRIC_TOKEN) ?? []));
   for (const m of [
-    'xdstp_relay_downstream_streams',
+    'xdstp_relay_downstream_streams_open',
     'xdstp_relay_downstream_subscriptions',
     'xdstp_relay_upstream_connected',
     'xdstp_relay_upstream_state',
@@ -608,7 +608,12 @@ test('the Grafana dashboard covers the operational metrics', T, () => {
     'xdstp_relay_push_latency_seconds_bucket',
     'xdstp_relay_draining',
     'xdstp_relay_goaways_total',
-    'xdstp_relay_process_cpu_seconds_total',
+    'xdstp_relay_clients',
+    'xdstp_relay_upstream_nacks_total',
+    'xdstp_relay_upstream_rejected_names_total',
+    'xdstp_relay_limit_exceeded_total',
+    'xdstp_relay_reloads_total',
+    'process_cpu_seconds_total',
   ]) {
     assert.ok(used.has(m), `the dashboard shows ${m}`);
   }

@@ -181,7 +181,7 @@ describe('three relays behind a real HAProxy', { skip }, () => {
 
   test('200 clients sync through HAProxy, spread over the three relays', T, async () => {
     await allCurrent('initial sync');
-    const perRelay = await Promise.all(relays.map((r) => r.metric('xdstp_relay_downstream_streams')));
+    const perRelay = await Promise.all(relays.map((r) => r.metric('xdstp_relay_downstream_streams_open')));
     assert.equal(perRelay.reduce((a, b) => a + b, 0), CLIENTS, `streams per relay ${perRelay}`);
     for (const n of perRelay) assert.ok(n >= CLIENTS / 6, `leastconn spreads them: ${perRelay}`);
     assertNothingLost();
@@ -215,7 +215,7 @@ describe('three relays behind a real HAProxy', { skip }, () => {
     const reply = await drain;
     assert.equal(reply.status, 200, reply.text);
     await allCurrent('after the drain');
-    assert.equal(await drained.metric('xdstp_relay_downstream_streams'), 0);
+    assert.equal(await drained.metric('xdstp_relay_downstream_streams_open'), 0);
 
     // Every mover left. One sent away before HAProxy's checks saw the relay
     // unready may have been placed on it again and left a second time.

@@ -16,7 +16,7 @@ const LISTENER_LABEL = { type: 'envoy.config.listener.v3.Listener' };
 test('subscribing raises the stream and subscription gauges; leaving lowers them', T, async () => {
   await withAdminRelay({}, async ({ origin, client, scrape }) => {
     let m = await scrape();
-    assert.equal(metricValue(m, 'xdstp_relay_downstream_streams'), 0);
+    assert.equal(metricValue(m, 'xdstp_relay_downstream_streams_open'), 0);
     assert.equal(metricValue(m, 'xdstp_relay_downstream_subscriptions', LISTENER_LABEL), 0);
 
     origin.setResource(LISTENER, L('g/one'), 'one', 'v1');
@@ -25,7 +25,7 @@ test('subscribing raises the stream and subscription gauges; leaving lowers them
     c.subscribe(LISTENER, [L('g/one'), L('g/two')]);
     await c.waitFor(() => c.held(LISTENER).size === 2, 'both listeners');
     m = await scrape();
-    assert.equal(metricValue(m, 'xdstp_relay_downstream_streams'), 1);
+    assert.equal(metricValue(m, 'xdstp_relay_downstream_streams_open'), 1);
     assert.equal(metricValue(m, 'xdstp_relay_downstream_streams_total'), 1);
     assert.equal(metricValue(m, 'xdstp_relay_downstream_subscriptions', LISTENER_LABEL), 2);
     assert.equal(metricValue(m, 'xdstp_relay_upstream_subscriptions', { authority: 'a' }), 2);
@@ -42,7 +42,7 @@ test('subscribing raises the stream and subscription gauges; leaving lowers them
     await origin.waitFor(() => origin.unsubscribeCount(L('g/one')) === 1, 'upstream unsubscribe on disconnect');
     m = await pollUntil(async () => {
       const s = await scrape();
-      return metricValue(s, 'xdstp_relay_downstream_streams') === 0 ? s : undefined;
+      return metricValue(s, 'xdstp_relay_downstream_streams_open') === 0 ? s : undefined;
     }, 'stream gauge back to 0');
     assert.equal(metricValue(m, 'xdstp_relay_downstream_subscriptions', LISTENER_LABEL), 0);
     assert.equal(metricValue(m, 'xdstp_relay_upstream_subscriptions', { authority: 'a' }), 0);
@@ -198,35 +198,42 @@ test('no metric label carries a client, node or resource name', T, async () => {
     await c2.waitFor(() => c2.nacked.length > 0, 'c2 NACKed');
     const samples: Sample[] = await scrape();
     // Every label the relay's own metrics use; each has a small, fixed (or config-bounded) value set.
-    const allowed = new Set(['type', 'authority', 'state', 'reason', 'tier', 'kind', 'op', 'le', 'version', 'nodejs', 'protocol', 'status']);
+    const allowed = new Set(['type', 'authority', 'state', 'reason', 'tier', 'kind', 'op', 'le', 'version', 'nodejs', 'protocol', 'status', 'limit']);
     for (const s of samples) {
       for (const [k, v] of Object.entries(s.labels)) {
         assert.ok(!v.includes('xdstp:') && !v.includes('node-with-a-unique-id') && !v.includes('127.0.0.1'), `${s.name}{${k}="${v}"}`);
-        if (s.name.startsWith('xdstp_relay_nodejs_') || s.name.startsWith('xdstp_relay_process_')) continue;
+        if (s.name.startsWith('nodejs_') || s.name.startsWith('process_')) continue;
         assert.ok(allowed.has(k), `unexpected label ${k} on ${s.name}`);
       }
     }
   });
 });
 
-test('every metric follows the Prometheus naming conventions under the xdstp_relay_ prefix', async () => {
+test('every relay metric follows the Prometheus naming conventions under the xdstp_relay_ prefix; process and Node metrics keep their standard names', async () => {
   const metrics = new RelayMetrics();
   const all = await metrics.registry.getMetricsAsJSON();
   assert.ok(all.length > 20);
+  const families = new Map<string, string>();
   for (const m of all) {
+    const type = String(m.type);
+    // OpenMetrics names a counter's family without `_total`: no two families may meet there.
+    const family = type === 'counter' ? m.name.replace(/_total$/, '') : m.name;
+    assert.equal(families.get(family), undefined, `${m.name} and ${families.get(family)} are one family in OpenMetrics`);
+    families.set(family, m.name);
+    // prom-client's default metrics keep their own standard names (and e.g. a gauge nodejs_active_resources_total).
+    if (/^(nodejs|process)_/.test(m.name)) continue;
     assert.match(m.name, /^xdstp_relay_[a-z0-9_]+$/, m.name);
     assert.ok(m.help && m.help.length > 10, `${m.name} has help text`);
-    const type = String(m.type);
-    // prom-client's default metrics keep their own historical names (e.g. a gauge *_active_resources_total).
-    if (/^xdstp_relay_(nodejs|process)_/.test(m.name)) continue;
     if (type === 'counter') assert.match(m.name, /_total$/, `counter ${m.name} ends in _total`);
     else assert.doesNotMatch(m.name, /_total$/, `${type} ${m.name} does not end in _total`);
     if (type === 'histogram') assert.match(m.name, /_(seconds|bytes)$/, `histogram ${m.name} carries its unit`);
   }
+  assert.ok(!all.some((m) => /^xdstp_relay_(process|nodejs)_/.test(m.name)), 'no default metric under the relay prefix');
   const names = new Set(all.map((m) => m.name));
   for (const required of [
-    'xdstp_relay_process_cpu_seconds_total',
-    'xdstp_relay_downstream_streams',
+    'process_cpu_seconds_total',
+    'nodejs_heap_size_total_bytes',
+    'xdstp_relay_downstream_streams_open',
     'xdstp_relay_downstream_subscriptions',
     'xdstp_relay_upstream_connected',
     'xdstp_relay_upstream_state',

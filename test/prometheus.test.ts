@@ -1,12 +1,14 @@
 /**
  * What deploy/prometheus/ ships, checked by the real tools: `promtool check`
  * on the configuration and the rules, `promtool test rules` on the alert unit
- * tests, and a real Prometheus (scrape config derived from prometheus.yml)
- * scraping two relay processes and evaluating the alert rules.
+ * tests, `promtool check metrics` on a live relay's /metrics, and a real
+ * Prometheus (scrape config derived from prometheus.yml) scraping two relay
+ * processes and evaluating the alert rules.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import YAML from 'yaml';
 import { http } from './support/admin';
@@ -17,7 +19,7 @@ import { alertRules, seriesUsedByDeploy } from './support/deploy-files';
 import { CLUSTER, xdstp } from './support/names';
 import { makeResource, TestOrigin } from './support/origin';
 import { freePort } from './support/ports';
-import { Prometheus, PROMETHEUS_DIR, promtool } from './support/prometheus';
+import { Prometheus, PROMETHEUS_DIR, promtool, promtoolWithInput } from './support/prometheus';
 import { RedisServer, redisSkip } from './support/redis-server';
 import { sleep } from './support/wait';
 
@@ -56,6 +58,68 @@ describe('promtool on deploy/prometheus', { skip: toolSkip }, () => {
   });
 });
 
+test('every alert has a runbook section in docs/alerts.md', () => {
+  const doc = fs.readFileSync(path.join(PROMETHEUS_DIR, '..', '..', 'docs', 'alerts.md'), 'utf8');
+  const headings = new Set([...doc.matchAll(/^## (\S+)\s*$/gm)].map((m) => m[1]));
+  for (const { alert } of alertRules()) assert.ok(headings.has(alert), `docs/alerts.md has a "## ${alert}" section`);
+  assert.deepEqual([...headings].filter((h) => !alertRules().some((r) => r.alert === h)), [], 'no section for an alert that does not exist');
+});
+
+/** prom-client's default gauges named like counters: its library's naming, left as they are. */
+const PROM_CLIENT_LINT = /^nodejs_active_(handles|requests|resources)_total non-counter metrics should not have "_total" suffix$/;
+
+describe('promtool check metrics on a live relay', { skip: toolSkip }, () => {
+  test('promtool reports nothing about the relay\'s families; no two families share an OpenMetrics name; process and Node metrics are unprefixed; known counters start at 0', T, async () => {
+    const origin = await TestOrigin.start({ label: 'lint-origin' });
+    const S = xdstp('a', CLUSTER, 'lint');
+    origin.setResource(CLUSTER, S, 'v1 body', 'v1');
+    const relay = await spawnCli(['--listen', '127.0.0.1:0', '--authority', `a=${origin.uri}`, '--node-id', 'lint-relay'], {}, 20_000);
+    const c = new DeltaClient(`127.0.0.1:${relay.port}`, { nodeId: 'lint-client', reject: (resp) => ((resp.resources ?? []).some((r) => r.version === 'v2') ? 'lint: v2 rejected' : undefined) });
+    try {
+      c.subscribe(CLUSTER, [S, xdstp('nowhere', CLUSTER, 'x')]);
+      await c.waitForVersion(CLUSTER, S, 'v1');
+      origin.setResource(CLUSTER, S, 'v2 body', 'v2');
+      await c.waitFor(() => c.nacked.length > 0, 'the client NACKed v2');
+      const text = (await http(relay.adminPort!, 'GET', '/metrics')).text;
+
+      const r = promtoolWithInput(text, 'check', 'metrics');
+      const complaints = r.output.split('\n').filter((l) => l.trim() !== '' && !PROM_CLIENT_LINT.test(l.trim()));
+      assert.deepEqual(complaints, [], `promtool check metrics:\n${r.output}`);
+
+      // OpenMetrics drops a counter's `_total` from its family name: no two families may meet there.
+      const families = new Map<string, string>();
+      for (const [, name, type] of text.matchAll(/^# TYPE (\S+) (\S+)$/gm)) {
+        const family = type === 'counter' ? name!.replace(/_total$/, '') : name!;
+        assert.equal(families.get(family), undefined, `${name} and ${families.get(family)} share the OpenMetrics family ${family}`);
+        families.set(family, name!);
+      }
+      assert.ok(families.has('xdstp_relay_downstream_streams_open') && families.has('xdstp_relay_downstream_streams'), 'the open-streams gauge and the accepted-streams counter');
+      for (const m of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'nodejs_heap_size_total_bytes', 'nodejs_eventloop_lag_p99_seconds']) {
+        assert.match(text, new RegExp(`^${m} `, 'm'), `${m} under its standard name`);
+      }
+      assert.doesNotMatch(text, /^xdstp_relay_(process|nodejs)_/m, 'no default metric under the relay prefix');
+      // Counters with known label values are there at 0 before anything happened to them.
+      for (const series of [
+        'xdstp_relay_upstream_nacks_total{authority="a",reason="undecodable"} 0',
+        'xdstp_relay_upstream_rejected_names_total{authority="a"} 0',
+        'xdstp_relay_goaways_total{reason="drain"} 0',
+        'xdstp_relay_limit_exceeded_total{limit="subscription_rate"} 0',
+        'xdstp_relay_dropped_resources_total{reason="foreign_authority"} 0',
+        'xdstp_relay_rejected_subscriptions_total{reason="malformed"} 0',
+      ]) {
+        assert.ok(text.split('\n').includes(series), `${series} in\n${text}`);
+      }
+      // …and the ones that moved show it.
+      assert.match(text, /^xdstp_relay_rejected_subscriptions_total\{reason="unknown_authority"\} 1$/m);
+      assert.match(text, /^xdstp_relay_clients\{type="envoy.config.cluster.v3.Cluster",status="nacked"\} 1$/m);
+    } finally {
+      c.close();
+      await relay.stop();
+      await origin.stop();
+    }
+  });
+});
+
 /** deploy/prometheus/prometheus.yml pointed at loopback relays, scraping every second. */
 function scrapeConfig(relayTargets: string[]): string {
   const cfg = YAML.parse(fs.readFileSync(path.join(PROMETHEUS_DIR, 'prometheus.yml'), 'utf8')) as {
@@ -79,6 +143,7 @@ describe('two relays scraped by a real Prometheus', { skip: liveSkip }, () => {
   let redis: RedisServer;
   let origin: TestOrigin;
   let prometheus: Prometheus;
+  let tokenDir: string | undefined;
   const relays: SpawnedCli[] = [];
   const clients: DeltaClient[] = [];
   const G = xdstp('a', CLUSTER, 'prom/*');
@@ -91,11 +156,15 @@ describe('two relays scraped by a real Prometheus', { skip: liveSkip }, () => {
     origin.setResource(CLUSTER, S, 'single', 'v1');
     // relay-2's Redis is a closed port: its errors are what XdstpRelayRedisErrors watches.
     const redisOf = [redis.url, `redis://127.0.0.1:${await freePort()}`];
+    // relay-1 watches an admin token file: its reload counters are what XdstpRelayReloadFailed watches.
+    tokenDir = fs.mkdtempSync(path.join(os.tmpdir(), 'xdstp-prom-token-'));
+    fs.writeFileSync(path.join(tokenDir, 'token'), 'prom-test-token\n');
+    const extra = [['--admin-token', path.join(tokenDir, 'token')], []];
     for (let i = 0; i < 2; i++) {
       relays.push(
         await spawnCli(
           ['--listen', '127.0.0.1:0', '--admin', `127.0.0.1:${await freePort()}`, '--authority', `a=${origin.uri}`, '--redis', redisOf[i]!,
-            '--redis-warm-timeout', '500', '--node-id', `relay-${i + 1}`, '--log-level', 'info'],
+            '--redis-warm-timeout', '500', '--node-id', `relay-${i + 1}`, '--log-level', 'info', ...extra[i]!],
           {},
           20_000,
         ),
@@ -110,6 +179,7 @@ describe('two relays scraped by a real Prometheus', { skip: liveSkip }, () => {
     await Promise.all(relays.map((r) => r.stop()));
     await origin?.stop();
     await redis?.dispose();
+    if (tokenDir) fs.rmSync(tokenDir, { recursive: true, force: true });
   });
 
   function client(relay: SpawnedCli, opts: ConstructorParameters<typeof DeltaClient>[1] = {}): DeltaClient {
@@ -176,7 +246,7 @@ describe('two relays scraped by a real Prometheus', { skip: liveSkip }, () => {
     const connected = await prometheus.query('xdstp_relay_upstream_connected{job="xdstp-relay"}');
     assert.deepEqual(new Set(connected.map((s) => s.metric.instance)), new Set(Object.keys(up)));
     assert.ok(connected.every((s) => s.metric.authority === 'a' && s.metric.role === 'relay'));
-    const redisErrors = await prometheus.query('sum by (instance) (xdstp_relay_redis_errors_total{job="xdstp-relay"})');
+    const redisErrors = await prometheus.query('sum by (instance) (xdstp_relay_redis_errors_total{job="xdstp-relay"}) > 0');
     assert.deepEqual(redisErrors.map((s) => s.metric.instance), [`127.0.0.1:${relays[1]!.adminPort}`], 'only relay-2 fails to reach its Redis');
     assert.equal((await prometheus.query('xdstp_relay_draining{job="xdstp-relay"} == 1')).length, 1, 'relay-2 reports draining');
 

@@ -188,8 +188,8 @@ test('SotW streams show in /debug/clients and the metrics by protocol, and a dra
       const clients = (await http(port, 'GET', '/debug/clients')).json as { clients: Array<{ protocol: string; node: { id: string } }> };
       assert.deepEqual(clients.clients.map((x) => [x.protocol, x.node.id]), [['sotw', 'grpc-node-1']]);
       const metrics = parsePrometheus((await http(port, 'GET', '/metrics')).text);
-      assert.equal(metricValue(metrics, 'xdstp_relay_downstream_streams', { protocol: 'sotw' }), 1);
-      assert.equal(metricValue(metrics, 'xdstp_relay_downstream_streams', { protocol: 'delta' }), 0);
+      assert.equal(metricValue(metrics, 'xdstp_relay_downstream_streams_open', { protocol: 'sotw' }), 1);
+      assert.equal(metricValue(metrics, 'xdstp_relay_downstream_streams_open', { protocol: 'delta' }), 0);
       await http(port, 'POST', '/drain?period=0');
       await c.waitFor(() => c.status, 'the stream ended').catch(() => undefined);
       assert.equal(c.status?.code, grpc.status.UNAVAILABLE);

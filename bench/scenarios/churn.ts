@@ -127,7 +127,7 @@ async function runWindow(
     responses: d('xdstp_relay_responses_sent_total'),
     cpuSec: cpu1 - cpu0,
     coalesced: d('xdstp_relay_coalesced_updates_total'),
-    majorGcSec: d('xdstp_relay_nodejs_gc_duration_seconds_sum', { kind: 'major' }),
+    majorGcSec: d('nodejs_gc_duration_seconds_sum', { kind: 'major' }),
     rssStart,
     rssMax,
     samples: col.samples,

@@ -39,7 +39,7 @@ async function sampleRelay(relay: RelayProc, n = 4): Promise<{ rss: number; heap
     const t0 = process.hrtime.bigint();
     const text = await relay.metrics();
     scrape.push(Number(process.hrtime.bigint() - t0) / 1e6);
-    heap.push(metricValue(text, 'xdstp_relay_nodejs_heap_size_used_bytes'));
+    heap.push(metricValue(text, 'nodejs_heap_size_used_bytes'));
     await sleep(200);
   }
   return { rss: median(rss), heap: median(heap), scrapeMs: median(scrape) };

@@ -50,7 +50,7 @@ export async function runScale(ctx: BenchContext): Promise<ScenarioResult> {
   await ceil.rpc.call({ cmd: 'syncResponse', names: members, payloadBytes: ctx.payloadBytes });
   await sleep(500);
   const relayBase = await rssOf(relay.pid);
-  const heapBase = metricValue(await relay.metrics(), 'xdstp_relay_nodejs_heap_size_used_bytes');
+  const heapBase = metricValue(await relay.metrics(), 'nodejs_heap_size_used_bytes');
   const ceilBase = await rssOf(ceil.pid);
 
   const plan: Plan = { kind: 'same', names: [fanGlob('S')], expect: MEMBERS };
@@ -67,7 +67,7 @@ export async function runScale(ctx: BenchContext): Promise<ScenarioResult> {
   await sleep(1500);
   const relayRss = await rssOf(relay.pid);
   const ceilRss = await rssOf(ceil.pid);
-  const relayHeap = metricValue(await relay.metrics(), 'xdstp_relay_nodejs_heap_size_used_bytes');
+  const relayHeap = metricValue(await relay.metrics(), 'nodejs_heap_size_used_bytes');
   const relayKB = (relayRss - relayBase) / N / 1024;
   const ceilKB = (ceilRss - ceilBase) / N / 1024;
   ctx.log(`  idle: relay ${fmt(relayKB)} KB RSS per stream, ceiling ${fmt(ceilKB)} KB`);

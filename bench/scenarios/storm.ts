@@ -115,7 +115,7 @@ export async function runStorm(ctx: BenchContext): Promise<ScenarioResult> {
       // Wait for the relay to see the clients go (only the warm-up client left).
       if (target === 'relay') {
         const deadline = Date.now() + 20_000;
-        while (Date.now() < deadline && metricValue(await relay.metrics(), 'xdstp_relay_downstream_streams') > 1) await sleep(100);
+        while (Date.now() < deadline && metricValue(await relay.metrics(), 'xdstp_relay_downstream_streams_open') > 1) await sleep(100);
       }
       await sleep(300);
     }

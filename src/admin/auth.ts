@@ -1,6 +1,7 @@
 /**
  * Who may call the admin endpoints that change state (POST /drain, POST
- * /log-level) or show the relay's insides (/debug/*).
+ * /log-level) or show the relay's insides (/debug/*, /server_info, the home
+ * page).
  *
  * With `--admin-token FILE`: every such request must carry
  * `Authorization: Bearer <token>` (401 otherwise), wherever it comes from.
@@ -14,12 +15,15 @@ import type { Logger } from '../log';
 import { readAdminToken } from '../security/admin-token';
 import { FilePoller } from '../security/file-poller';
 import type { SecurityMetrics } from '../security/metrics';
+import { wantsHomePage } from './home-page';
 import type { AdminReply } from './server';
 
-/** POSTs, /debug/* and /server_info. */
-export function isProtectedRoute(method: string, pathname: string): boolean {
+/** POSTs, /debug/*, /server_info and the home page (GET / as HTML; the JSON index stays open). */
+export function isProtectedRoute(method: string, pathname: string, homePage = false): boolean {
+  if (method !== 'GET' && method !== 'HEAD') return true;
   // /server_info dumps the configuration (redacted, but it maps the deployment): as private as /debug/*.
-  return method !== 'GET' && method !== 'HEAD' ? true : pathname === '/debug' || pathname.startsWith('/debug/') || pathname === '/server_info';
+  // The home page shows what /debug/* shows (clients, NACK messages, upstream errors).
+  return pathname === '/debug' || pathname.startsWith('/debug/') || pathname === '/server_info' || (pathname === '/' && homePage);
 }
 
 export function isLoopback(address: string | undefined): boolean {
@@ -76,7 +80,8 @@ export class AdminAccess {
 
   /** Undefined when the request may proceed, else the refusal to send. */
   check(req: http.IncomingMessage, pathname: string): AdminReply | undefined {
-    if (!isProtectedRoute(req.method ?? 'GET', pathname)) return undefined;
+    const homePage = pathname === '/' && wantsHomePage(req.headers.accept, new URL(req.url ?? '/', 'http://admin').searchParams);
+    if (!isProtectedRoute(req.method ?? 'GET', pathname, homePage)) return undefined;
     if (this.tokenDigest === null) {
       if (isLoopback(req.socket.remoteAddress)) return undefined;
       this.deps.metrics.adminRefused.inc({ status: '403' });

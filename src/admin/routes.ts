@@ -6,6 +6,7 @@
 import type { MemoryCache } from '../cache/memory-cache';
 import type { SharedStore } from '../cache/types';
 import type { DrainResult } from '../downstream/drain';
+import type { StatusSource } from '../downstream/status-source';
 import type { Subscription } from '../hub/subscription';
 import { isLogLevel, LOG_LEVELS, setLogLevel, type Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
@@ -20,6 +21,8 @@ import {
   type ClientStreamInfo,
   type UpstreamInfo,
 } from './debug';
+import { summarizeClients } from './client-summary';
+import { renderHomePage, wantsHomePage, type LimitCount } from './home-page';
 import { envoyPayloadDecoder, type PayloadDecoder } from './payload';
 import { serverInfo, type ServerInfoSource } from './server-info';
 
@@ -44,6 +47,8 @@ export interface AdminParts {
   readonly decodePayload?: PayloadDecoder;
   /** Version, start time and configuration for /server_info (absent: the endpoint is not served). */
   readonly serverInfo?: ServerInfoSource;
+  /** Per-client config status (CSDS's source) for the home page's client statuses and NACK messages. */
+  readonly status?: StatusSource;
 }
 
 /** Known upstream states; grows (boundedly) with states other upstream kinds report. */
@@ -110,11 +115,47 @@ export function refreshRelayGauges(parts: AdminParts): void {
   metrics.draining.set(parts.downstream.draining ? 1 : 0);
 }
 
+/** The counters of limits hit, every series (those at 0 too). */
+async function limitCounts(metrics: RelayMetrics): Promise<LimitCount[]> {
+  const out: LimitCount[] = [];
+  const { security } = metrics;
+  for (const counter of [security.limitExceeded, security.connectionsRefused, security.connectionsCut]) {
+    const m = await counter.get();
+    for (const v of m.values) {
+      const labels = Object.entries(v.labels).map(([k, x]) => `${k}="${String(x)}"`).join(',');
+      out.push({ metric: m.name, labels, value: v.value });
+    }
+  }
+  return out;
+}
+
+/** The home page, from the data behind /readyz, /debug/upstreams, /debug/clients and the client status gauge. */
+async function homePage(parts: AdminParts): Promise<string> {
+  const now = Date.now();
+  return renderHomePage({
+    now,
+    version: parts.serverInfo?.version,
+    startedAt: parts.serverInfo?.startedAt,
+    nodeVersion: process.versions.node,
+    readiness: readiness(parts),
+    upstreams: [...parts.upstreams.values()],
+    clients: summarizeClients(parts.downstream.streams, parts.status, { maxRows: 200, maxMessages: 10, now }),
+    cache: {
+      resources: parts.cache.size,
+      bytes: parts.cache.bytes,
+      sharedTier: parts.shared === undefined ? 'none' : parts.shared.healthy ? 'healthy' : 'unavailable',
+    },
+    limits: await limitCounts(parts.metrics),
+    endpoints: ENDPOINTS,
+  });
+}
+
 function bad(message: string): AdminReply {
   return { status: 400, body: { error: message } };
 }
 
 const ENDPOINTS = {
+  'GET /?format=html': 'the admin home page (what a browser gets): upstreams, clients by status, NACK messages, cache, limits hit',
   'GET /healthz': 'process is alive',
   'GET /readyz': '200 when listening, not draining, and an upstream is connected or the cache can serve; else 503',
   'GET /metrics': 'Prometheus metrics',
@@ -139,7 +180,12 @@ export function registerAdminRoutes(admin: AdminServer, parts: AdminParts): Admi
     admin.route('GET /server_info', () => ({ status: 200, body: serverInfo(src) }));
   }
   return admin
-    .route('GET /', () => ({ status: 200, body: { service: 'xdstp-relay', endpoints: ENDPOINTS } }))
+    // A browser gets the home page (protected like /debug/*: admin/auth.ts); tools keep the JSON index.
+    .route('GET /', async (req, url) =>
+      wantsHomePage(req.headers.accept, url.searchParams)
+        ? { status: 200, body: await homePage(parts), contentType: 'text/html; charset=utf-8', headers: { 'cache-control': 'no-store' } }
+        : { status: 200, body: { service: 'xdstp-relay', endpoints: ENDPOINTS } },
+    )
     .route('GET /healthz', () => ({ status: 200, body: { status: 'ok' } }))
     .route('GET /readyz', () => {
       const r = readiness(parts);

@@ -1,4 +1,7 @@
 import * as client from 'prom-client';
+import type { CutReason } from './connection-guard';
+
+const CUT_REASONS: Record<CutReason, true> = { ping_flood: true, settings_flood: true, rapid_reset: true, oversized_message: true, handshake_timeout: true };
 
 /**
  * Security and abuse metrics, on the relay's registry (RelayMetrics.security).
@@ -16,6 +19,12 @@ export class SecurityMetrics {
   readonly tlsHandshakeFailures: client.Counter;
   readonly reloads: client.Counter<'file' | 'result'>;
   readonly adminRefused: client.Counter<'status'>;
+
+  /** Starts the counters that depend on the configuration at 0: reloads per watched file, denials per authority under a policy. */
+  zeroConfiguredSeries(known: { authorities: readonly string[]; reloadedFiles: readonly string[] }): void {
+    for (const file of known.reloadedFiles) for (const result of ['ok', 'error']) this.reloads.inc({ file, result }, 0);
+    if (known.reloadedFiles.includes('policy')) for (const authority of known.authorities) this.deniedSubscriptions.inc({ authority }, 0);
+  }
 
   constructor(registry: client.Registry) {
     const registers = [registry];
@@ -65,5 +74,10 @@ export class SecurityMetrics {
       labelNames: ['status'],
       registers,
     });
+    // Fixed label sets start at 0, so rate() and increase() see the first event.
+    for (const limit of ['request_size', 'subscriptions_per_stream', 'name_length', 'subscription_rate']) this.limitExceeded.inc({ limit }, 0);
+    for (const reason of ['total', 'per_peer']) this.connectionsRefused.inc({ reason }, 0);
+    for (const reason of Object.keys(CUT_REASONS)) this.connectionsCut.inc({ reason }, 0);
+    for (const status of ['401', '403']) this.adminRefused.inc({ status }, 0);
   }
 }

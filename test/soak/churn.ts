@@ -38,7 +38,7 @@ async function cycle(gens: GenPool, relay: RelayProc, group: string, n: number, 
   const zero = await waitMetrics(
     relay,
     (t) =>
-      gauge(t, 'xdstp_relay_downstream_streams') === 0 &&
+      gauge(t, 'xdstp_relay_downstream_streams_open') === 0 &&
       gauge(t, 'xdstp_relay_downstream_subscriptions') === 0 &&
       gauge(t, 'xdstp_relay_upstream_subscriptions') === 0,
     30_000,

@@ -1,6 +1,6 @@
 /**
- * External programs the fleet tests drive (haproxy, prometheus, promtool,
- * redis-sentinel). Like redis-server (redis-server.ts): missing outside CI, a
+ * External programs the tests drive (haproxy, prometheus, promtool,
+ * redis-sentinel, chromium). Like redis-server (redis-server.ts): missing outside CI, a
  * test skips with a loud banner; under CI=true it runs and fails on the
  * missing binary, since .ci/run installs them.
  */
@@ -9,6 +9,7 @@ import * as path from 'node:path';
 
 /** Debian package providing each binary (what .ci/run installs). */
 const PACKAGE: Record<string, string> = {
+  chromium: 'chromium',
   haproxy: 'haproxy',
   prometheus: 'prometheus',
   promtool: 'prometheus',

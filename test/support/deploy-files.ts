@@ -10,8 +10,8 @@ import YAML from 'yaml';
 /** dist/test/support/deploy-files.js → deploy/ */
 export const DEPLOY_DIR = path.resolve(__dirname, '..', '..', '..', 'deploy');
 
-/** Relay series names inside a PromQL expression. */
-export const METRIC_TOKEN = /\bxdstp_relay_[a-zA-Z0-9_]+/g;
+/** Series the relay exports (its own, and the standard process_* and nodejs_* ones) inside a PromQL expression. */
+export const METRIC_TOKEN = /\b(?:xdstp_relay|process|nodejs)_[a-zA-Z0-9_]+/g;
 
 /** Every query of the dashboard (panel targets and template variables). */
 export function dashboardExprs(): string[] {

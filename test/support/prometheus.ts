@@ -21,8 +21,13 @@ export interface ToolRun {
 
 /** Runs `promtool …args` (cwd: deploy/prometheus/). */
 export function promtool(...args: string[]): ToolRun {
+  return promtoolWithInput(undefined, ...args);
+}
+
+/** Runs `promtool …args` with `input` on its standard input (e.g. `check metrics`). */
+export function promtoolWithInput(input: string | undefined, ...args: string[]): ToolRun {
   requireBinaries(['promtool']);
-  const r = spawnSync(which('promtool')!, args, { cwd: PROMETHEUS_DIR, encoding: 'utf8', timeout: 60_000 });
+  const r = spawnSync(which('promtool')!, args, { cwd: PROMETHEUS_DIR, encoding: 'utf8', timeout: 60_000, input });
   return { code: r.status, output: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? r.error.message : ''}` };
 }
 
