@@ -85,9 +85,19 @@ export async function runChurn(ctx: SoakContext): Promise<void> {
         `after GC: live data ${mb(h.liveBytes ?? NaN)}, used heap ${mb(h.usedHeapBytes)}, old space ${mb(h.spaces.old_space ?? NaN)}, RSS ${mb(h.rssBytes)}`,
     );
   }
+  const live = (h: HeapFigures): number => h.liveBytes ?? NaN;
+  const limit = ctx.smoke ? 4 : 2;
+  // On a loaded machine the last connections' teardown can still be under
+  // way at the snapshot: measured again after a pause, that part is gone,
+  // while a leak stays (the lowest reading is taken).
+  for (let again = 0; again < 2 && ((live(heaps[CYCLES - 1]!) - live(heaps[0]!)) / live(heaps[0]!)) * 100 > limit; again++) {
+    await sleep(1000);
+    const h = await gcHeap(relay, true);
+    ctx.log(`cycle ${CYCLES} measured again after 1 s: live data ${mb(live(h))}`);
+    if (live(h) < live(heaps[CYCLES - 1]!)) heaps[CYCLES - 1] = h;
+  }
   const first = heaps[0]!;
   const last = heaps[CYCLES - 1]!;
-  const live = (h: HeapFigures): number => h.liveBytes ?? NaN;
   const growth = live(last) - live(first);
   const pct = (growth / live(first)) * 100;
   const perStream = growth / (N * (CYCLES - 1));
@@ -97,7 +107,6 @@ export async function runChurn(ctx: SoakContext): Promise<void> {
     `cycle ${CYCLES} vs 1: ${growth >= 0 ? '+' : ''}${(growth / 1024).toFixed(0)} KB (${pct.toFixed(2)} %), ${perStream.toFixed(0)} B per closed stream; ` +
     `used heap ${usedPct >= 0 ? '+' : ''}${usedPct.toFixed(2)} %`;
   // At smoke size a 2 % budget is ~180 KB, within what one GC leaves or takes
-  // between identical states; the leak this guards against grew 6–17 %.
-  const limit = ctx.smoke ? 4 : 2;
+  // between identical states (hence 4 %); the leak this guards against grew 6–17 %.
   ctx.check(`heap after cycle ${CYCLES} within ${limit} % of cycle 1`, pct <= limit, figures);
 }
