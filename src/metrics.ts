@@ -1,5 +1,4 @@
 import * as client from 'prom-client';
-import { SEVERITY_RANK, severityOf, type Severity, type StatusSource } from './downstream/status-source';
 import type { DropReason, RejectReason } from './hub/routing';
 import type { UpstreamNackReason } from './upstream/response-check';
 import { SecurityMetrics } from './security/metrics';
@@ -8,7 +7,11 @@ import { relayVersion } from './version';
 const MAX_TYPE_LABELS = 32;
 
 /** Values of the `status` label of xdstp_relay_clients. */
-const CLIENT_STATUSES: readonly Severity[] = ['synced', 'stale', 'nacked'];
+/** A client stream's status for one type (see the `xdstp_relay_clients` help). */
+export type ClientStatus = 'synced' | 'stale' | 'nacked';
+const CLIENT_STATUSES: readonly ClientStatus[] = ['synced', 'stale', 'nacked'];
+/** Per type URL: client streams by status. */
+export type ClientStatusCounts = ReadonlyMap<string, Readonly<Record<ClientStatus, number>>>;
 
 /** Every value of a label, checked complete by the compiler (a missing or unknown key does not build). */
 function values<K extends string>(all: Record<K, true>): K[] {
@@ -309,46 +312,33 @@ export class RelayMetrics {
     }
   }
 
-  private statusSource: StatusSource | undefined;
+  private clientStatusCounts: (() => ClientStatusCounts) | undefined;
 
-  /** The source `xdstp_relay_clients` is computed from at scrape time. */
-  watchClientStatus(source: StatusSource): void {
-    this.statusSource = source;
+  /** Where `xdstp_relay_clients` is read from at scrape time: counts kept as clients change. */
+  watchClientStatus(counts: () => ClientStatusCounts): void {
+    this.clientStatusCounts = counts;
   }
 
-  /** Walks every client stream's resources (not the upstream entries): one pass per scrape. */
   private collectClientStatus(): void {
-    const source = this.statusSource;
-    if (!source) return;
-    const counts = new Map<string, Record<Severity, number>>();
-    const worst = new Map<string, Severity>();
+    let counts: ClientStatusCounts;
     try {
-      for (const c of source.clients()) {
-        if (!c.scope.startsWith('stream/')) continue;
-        worst.clear();
-        if (c.worstByType) {
-          for (const [typeUrl, s] of c.worstByType()) worst.set(typeUrl, s);
-        } else {
-          for (const r of c.resources(false)) {
-            const s = severityOf(r.configStatus, r.clientStatus);
-            const was = worst.get(r.typeUrl);
-            if (was === undefined || SEVERITY_RANK[s] > SEVERITY_RANK[was]) worst.set(r.typeUrl, s);
-          }
-        }
-        for (const [typeUrl, s] of worst) {
-          const type = this.typeLabel(typeUrl);
-          let byStatus = counts.get(type);
-          if (!byStatus) counts.set(type, (byStatus = { synced: 0, stale: 0, nacked: 0 }));
-          byStatus[s]++;
-        }
-      }
+      const read = this.clientStatusCounts;
+      if (!read) return;
+      counts = read();
     } catch {
       // The last values are better than a failed scrape.
       return;
     }
+    const byLabel = new Map<string, Record<ClientStatus, number>>();
+    for (const [typeUrl, c] of counts) {
+      const type = this.typeLabel(typeUrl);
+      let sum = byLabel.get(type);
+      if (!sum) byLabel.set(type, (sum = { synced: 0, stale: 0, nacked: 0 }));
+      for (const status of CLIENT_STATUSES) sum[status] += c[status];
+    }
     this.clients.reset();
-    for (const [type, byStatus] of counts) {
-      for (const status of CLIENT_STATUSES) this.clients.set({ type, status }, byStatus[status]);
+    for (const [type, sum] of byLabel) {
+      for (const status of CLIENT_STATUSES) this.clients.set({ type, status }, sum[status]);
     }
   }
 

@@ -185,7 +185,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     authorize: policy ? (call, request) => authorizer.allowsCsds(peerIdentity(call, request.node?.id, authorizer.allowNodeIdIdentity)) : undefined,
   });
   downstream.addService(csds.definition, csds.implementation);
-  metrics.watchClientStatus(statusSource);
+  metrics.watchClientStatus(() => downstream.statusTally.counts());
   // A new policy withdraws what it no longer allows (the clients get removals).
   policy?.on('change', () => {
     for (const s of downstream.streams) s.reidentify();

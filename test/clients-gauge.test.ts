@@ -191,3 +191,24 @@ test('state-of-the-world clients: the gauge and CSDS agree, ACKing or not', T, a
     }
   });
 });
+
+test('the gauge follows a client from stale to synced when it ACKs late, and drops it when its stream closes', T, async () => {
+  await withAdminRelay({}, async (env) => {
+    env.origin.setResource(LISTENER, L('g8/a'), 'p', 'v1');
+    const keeper = env.client();
+    keeper.subscribe(LISTENER, [L('g8/a')]);
+    await keeper.waitForVersion(LISTENER, L('g8/a'), 'v1');
+    const late = env.client({ autoAck: false });
+    late.subscribe(LISTENER, [L('g8/a')]);
+    await late.waitForVersion(LISTENER, L('g8/a'), 'v1');
+    const stale = await agreed(env);
+    assert.equal(stale.get('envoy.config.listener.v3.Listener stale'), 1);
+    late.ack(LISTENER, late.responses.at(-1)!.nonce!);
+    await pollUntil(async () => (await agreed(env)).get('envoy.config.listener.v3.Listener synced') === 2 || undefined, 'both synced', 5000);
+    late.close();
+    await pollUntil(async () => {
+      const m = fromGauge(await env.scrape());
+      return m.get('envoy.config.listener.v3.Listener synced') === 1 && !m.has('envoy.config.listener.v3.Listener stale') ? true : undefined;
+    }, 'the closed stream gone from the gauge', 5000);
+  });
+});

@@ -1,3 +1,4 @@
+import type { ClientStatusTally } from './status-tally';
 import * as grpc from '@grpc/grpc-js';
 import type { SubscriptionEngine } from '../hub/engine';
 import { FanOut } from '../hub/fan-out';
@@ -38,6 +39,8 @@ export interface AdsStreamOptions {
   logRepeatIntervalMs?: number;
   /** Fair turns for large requests and for streams with work waiting (request-scheduler.ts). */
   scheduler: RequestScheduler;
+  /** Where this stream's states report status changes (absent in tests that need no status figures). */
+  statusTally?: ClientStatusTally;
   onClose(stream: AdsStream): void;
 }
 
@@ -175,6 +178,10 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
 
   coalesced(): void {
     this.opts.metrics.coalescedUpdates.inc();
+  }
+
+  statusChanged(state: SubscriptionState): void {
+    this.opts.statusTally?.changed(state);
   }
 
   // --- requests -------------------------------------------------------------
@@ -376,7 +383,10 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
   private close(why: string): void {
     if (this.closed) return;
     this.closed = true;
-    for (const state of this.states.values()) state.close();
+    for (const state of this.states.values()) {
+      state.close();
+      this.opts.statusTally?.closed(state);
+    }
     this.warningLimiter?.close();
     this.opts.logger.info({ client: this.id, peer: this.peer, node: this.nodeId, protocol: this.protocol, why }, 'client stream closed');
     this.opts.onClose(this);

@@ -5,6 +5,8 @@ import type { RelayMetrics } from '../metrics';
 import { adsServiceDefinition } from '../proto/ads-service';
 import type { AdsStream, AdsStreamOptions } from './ads-stream';
 import { RequestScheduler } from './request-scheduler';
+import { ClientStatusTally } from './status-tally';
+import { clientStatusJudge } from './status-view';
 import { DeltaStream } from './delta-stream';
 import { Drainer, type DrainResult } from './drain';
 import { DEFAULTS } from '../config';
@@ -47,9 +49,12 @@ export class DownstreamServer {
   private readonly delta: DeltaResponses;
   /** Fair turns for clients' large requests (request-scheduler.ts). */
   private readonly scheduler = new RequestScheduler();
+  /** Client streams by status per type, kept as counts (the `xdstp_relay_clients` gauge). */
+  readonly statusTally: ClientStatusTally;
 
   constructor(private readonly opts: DownstreamServerOptions) {
     this.relayWarnings = new WarnLimiter(opts.logger, opts.logRepeatIntervalMs);
+    this.statusTally = new ClientStatusTally(clientStatusJudge(opts.engine));
     this.server = new grpc.Server({
       'grpc.keepalive_time_ms': 60_000,
       'grpc.keepalive_timeout_ms': 20_000,
@@ -85,6 +90,7 @@ export class DownstreamServer {
       relayWarnings: this.relayWarnings,
       logRepeatIntervalMs: this.opts.logRepeatIntervalMs,
       scheduler: this.scheduler,
+      statusTally: this.statusTally,
       onClose: (s) => {
         if (this.streams.delete(s)) metrics.streamsByProtocol[s.protocol].open.dec();
       },

@@ -152,6 +152,11 @@ function stateWorst(state: SubscriptionState, engine: SubscriptionEngine): Sever
   return 'synced';
 }
 
+/** A state's status for the per-client figures; undefined (not counted) while it subscribes nothing. */
+export function clientStatusJudge(engine: SubscriptionEngine): (state: SubscriptionState) => Severity | undefined {
+  return (state) => (state.names.size > 0 ? stateWorst(state, engine) : undefined);
+}
+
 function stateResources(state: SubscriptionState, engine: SubscriptionEngine, withContents: boolean): ResourceStatus[] {
   const { store } = engine;
   const out: ResourceStatus[] = [];

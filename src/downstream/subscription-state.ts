@@ -52,6 +52,8 @@ export interface StreamPort {
   refused(state: SubscriptionState, name: string, reason: string, message: string): void;
   /** Counts a response coalesced while the client was slow. */
   coalesced(): void;
+  /** Something the client's status (synced / stale / NACKed) is judged from changed. */
+  statusChanged?(state: SubscriptionState): void;
 }
 
 /** A NACK the client sent: what it rejected, why and when. */
@@ -178,6 +180,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
    * collection), a refused one is answered again.
    */
   subscribe(names: readonly string[], fan: FanOut, initial?: ReadonlyMap<string, string>): void {
+    this.stream.statusChanged?.(this);
     const seen = names.length > 1 ? new Set<string>() : undefined;
     for (const name of names) {
       if (seen) {
@@ -221,6 +224,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
    * is answered as not existing and stays refused until unsubscribed.
    */
   refuse(name: string, reason: string, message: string, fan: FanOut): void {
+    this.stream.statusChanged?.(this);
     this.names.set(name, null);
     this.stream.refused(this, name, reason, message);
     this.answerRefused(name, fan);
@@ -228,6 +232,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
 
   /** Unsubscribes `names`; a name still covered by one of the client's collections is answered again. */
   unsubscribe(names: readonly string[], fan: FanOut): void {
+    this.stream.statusChanged?.(this);
     for (const name of names) {
       const sub = this.names.get(name);
       if (sub === undefined) continue;
@@ -369,6 +374,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   ack(nonce: string): void {
     const last = this.unackedIndex(nonce);
     if (last < 0) return;
+    this.stream.statusChanged?.(this);
     // Plain ACKs are the hottest request: no allocation when nothing was rejected or is awaited.
     const tracking = (this.prior !== undefined && this.prior.size > 0) || this.rejected !== undefined || this.changedIn !== undefined;
     if (tracking) for (let i = 0; i <= last; i++) this.settled(this.unacked[i]);
@@ -394,6 +400,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
 
   /** NACK of the response with `nonce`: the client keeps its previous state; the rejected versions are not sent again. */
   nack(nonce: string, details: string): void {
+    this.stream.statusChanged?.(this);
     this.nacks++;
     const last = this.unackedIndex(nonce);
     if (last < 0) return;
@@ -521,6 +528,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
       if (keepHeld && this.holdsOther(s, entry.version)) {
         kept = false;
         (this.keptBehind ??= new Set()).add(s);
+        this.stream.statusChanged?.(this);
       } else this.offer(s, entry.variant(s, this.stream.supportsTtl), fan);
     });
     return kept;
@@ -530,6 +538,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   private memberChanged(spellings: Spellings, entry: CacheEntry, keepHeld: boolean, fan: FanOut): boolean {
     if (keepHeld && this.holdsOther(entry.name, entry.version)) {
       (this.keptBehind ??= new Set()).add(entry.name);
+      this.stream.statusChanged?.(this);
       return false;
     }
     // The collection is no longer empty.
@@ -786,6 +795,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   }
 
   private sendAll(responses: readonly OutgoingResponse[], pending: Pending): void {
+    this.stream.statusChanged?.(this);
     if (this.builder.protocol === 'sotw' && pending.adds.length > 0) this.noteChanges(responses, pending);
     for (const r of responses) {
       this.unacked.push(r);
@@ -797,6 +807,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   /** Slow client: the latest change per name wins. */
   private coalesce(pending: Pending): void {
     this.addToBacklog(pending);
+    this.stream.statusChanged?.(this);
     this.stream.coalesced();
   }
 
