@@ -218,12 +218,15 @@ export class Model implements ReferenceModel {
     } else {
       if (first && legacyType && ts.names.size === 0) ts.legacyWildcard = true;
       if (ts.names.size > 0) ts.legacyWildcard = false;
-      // An unchanged list is no news to the server; only newly listed names are sent again.
-      for (const s of ts.names) if (!before.has(s)) this.endNacksHeldBy(ts, client.protocol, typeUrl, s);
+      // An unchanged list is no news to the server; only newly listed names
+      // are sent again. `*` listed while the legacy wildcard holds is the
+      // same subscription under another form: nothing new.
+      const added = [...ts.names].filter((s) => !before.has(s) && !(s === WILDCARD && wildcardBefore));
+      for (const s of added) this.endNacksHeldBy(ts, client.protocol, typeUrl, s);
       // A rejected full state stands until the relay sends another: it answers
       // every newly listed name (the resource, or that it does not exist), but
       // a list that only drops names gets no answer.
-      const listed = [...ts.names].some((s) => !before.has(s)) || (this.hasWildcard(ts) && !wildcardBefore);
+      const listed = added.length > 0 || (this.hasWildcard(ts) && !wildcardBefore);
       if (listed) ts.pinned.clear();
     }
     // A record for a name the client no longer holds is moot.

@@ -58,6 +58,8 @@ interface TypeSubs {
 export class ClientHandle {
   readonly subs = new Map<string, TypeSubs>();
   readonly pendingNack = new Set<string>();
+  /** Types this client sent a request of since its last quiet point. */
+  private readonly requestedSinceQuiet = new Set<string>();
   stalled = false;
   /** Which relay (index) the client talks to. */
   relayIndex = 0;
@@ -136,6 +138,7 @@ export class ClientHandle {
     // the request ends what the NACK would decide ("send it again") only in
     // the second case — the checker cannot tell, so it does not NACK it.
     this.pendingNack.delete(typeUrl);
+    this.requestedSinceQuiet.add(typeUrl);
     const legacyType = LEGACY_WILDCARD_TYPES.has(typeUrl);
     for (const n of subscribe) if (!ts.names.includes(n)) ts.names.push(n);
     ts.names = ts.names.filter((n) => !unsubscribe.includes(n));
@@ -221,9 +224,23 @@ export class ClientHandle {
     return lines.join('\n');
   }
 
+  /**
+   * NACK the next response of `typeUrl` that carries resources — unless it
+   * would be a guess: while the client is stalled (the responses it reads at
+   * resume left the relay long before, and a later one may carry the same
+   * version again), or when it asked for something of that type since its
+   * last quiet point (a response to that request may still be on its way and
+   * repeat what the NACK rejects).
+   */
+  armNack(typeUrl: string): void {
+    if (this.stalled || this.requestedSinceQuiet.has(typeUrl)) return;
+    this.pendingNack.add(typeUrl);
+  }
+
   stall(): void {
     this.delta?.pause();
     this.stalled = true;
+    this.pendingNack.clear();
   }
 
   resume(): void {
@@ -247,6 +264,7 @@ export class ClientHandle {
         const c = this.delta;
         c.send({ type_url: BARRIER_TYPE, resource_names_subscribe: [name], resource_names_unsubscribe: no > 1 ? [barrierName(no - 1)] : [] });
         await c.waitFor(() => c.removedNames(BARRIER_TYPE).includes(name), 'barrier answered', timeoutMs);
+        this.requestedSinceQuiet.clear();
         return true;
       }
       if (this.sotw) {
@@ -254,6 +272,7 @@ export class ClientHandle {
         const before = c.of(BARRIER_TYPE).length;
         c.request(BARRIER_TYPE, [name]);
         await c.waitFor(() => c.of(BARRIER_TYPE).length > before, 'barrier answered', timeoutMs);
+        this.requestedSinceQuiet.clear();
         return true;
       }
     } catch {

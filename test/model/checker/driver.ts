@@ -223,7 +223,7 @@ class Driver {
         this.clients.get(step.client)!.request(step.typeUrl, step.subscribe, step.unsubscribe);
         return;
       case 'nackNext':
-        this.clients.get(step.client)!.pendingNack.add(step.typeUrl);
+        this.clients.get(step.client)!.armNack(step.typeUrl);
         return;
       case 'stall':
         this.clients.get(step.client)!.stall();

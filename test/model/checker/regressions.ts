@@ -277,4 +277,19 @@ export const REGRESSIONS: Regression[] = [
       { op: 'reconnect', client: 'c1', omitGlobMembers: false },
     ],
   },
+  {
+    behaviour: 'a SotW client that rejected a state of the world and then lists `*` under the legacy wildcard gets nothing new',
+    unsubscribeGraceMs: 0,
+    redis: false,
+    run: [
+      { op: 'put', authority: null, typeUrl: CL, name: 'l2', version: '6' },
+      { op: 'connect', client: 'c1', protocol: 'sotw' },
+      { op: 'request', client: 'c1', typeUrl: CL, subscribe: [], unsubscribe: [] },
+      [
+        { op: 'nackNext', client: 'c1', typeUrl: CL },
+        { op: 'put', authority: null, typeUrl: CL, name: 'l2', version: '19' },
+      ],
+      { op: 'request', client: 'c1', typeUrl: CL, subscribe: ['*'], unsubscribe: [] },
+    ],
+  },
 ];
