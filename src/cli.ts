@@ -54,6 +54,9 @@ function relayParser(argv: string[], strict = true) {
     .option('redis-cluster', { type: 'string', describe: 'Shared cache on a Redis Cluster: seed nodes host:port[,host:port…]' })
     .option('redis-prefix', { type: 'string', default: 'xdstp-relay:', describe: 'Prefix of every Redis key; deployments sharing one Redis need different ones' })
     .option('redis-warm-timeout', { type: 'number', default: DEFAULTS.redisWarmTimeoutMs, describe: 'ms a starting relay may spend loading Redis into memory before it connects upstream (0 = no warm start)' })
+    .option('advertise', { type: 'string', describe: 'HOST:PORT other relays of the fleet reach this one at, for fleet-wide client status (with --redis; default: $POD_IP with the listen port, else the listen address unless it is a wildcard)' })
+    // Tests only: a short membership TTL, so a killed relay leaves the fleet quickly (documented default: a few seconds).
+    .option('fleet-heartbeat-ttl', { type: 'number', default: DEFAULTS.fleetHeartbeatTtlMs, hidden: true, describe: 'ms a fleet membership record lives without a heartbeat' })
     .option('max-connection-age', { type: 'number', describe: 'ms after which a client connection gets GOAWAY (±10% jitter), so streams rebalance over a grown fleet (default: never)' })
     .option('max-connection-age-grace', { type: 'number', default: DEFAULTS.maxConnectionAgeGraceMs, describe: 'ms a stream may stay open after that GOAWAY before its connection is closed' })
     .option('max-response-bytes', { type: 'number', default: DEFAULTS.maxResponseBytes, describe: 'No response to a client (and no request upstream) exceeds this; larger sets are split' })
@@ -211,6 +214,8 @@ async function main(): Promise<void> {
     redisCluster: args['redis-cluster'],
     redisPrefix: args['redis-prefix'],
     redisWarmTimeout: args['redis-warm-timeout'],
+    fleetHeartbeatTtl: args['fleet-heartbeat-ttl'],
+    advertise: args.advertise,
     maxConnectionAge: args['max-connection-age'],
     maxConnectionAgeGrace: args['max-connection-age-grace'],
     maxResponseBytes: args['max-response-bytes'],
