@@ -33,7 +33,7 @@ function loadConfigFile(path: string): Record<string, unknown> {
 function relayParser(argv: string[], strict = true) {
   return yargs(argv)
     .scriptName('xdstp-relay')
-    .usage('$0 [options]\n$0 validate [options]\n$0 status --server HOST:PORT[,HOST:PORT…] [--node PATTERN] [--json]   (see: $0 status --help)\n\nA caching delta-xDS relay for xdstp:// resources.')
+    .usage('$0 [options]\n$0 validate [options]\n$0 status --server HOST:PORT[,HOST:PORT…] [--node PATTERN] [--fleet] [--json]   (see: $0 status --help)\n\nA caching delta-xDS relay for xdstp:// resources.')
     .env('XDSTP_RELAY')
     // Authority names contain dots (examples.local): keep config-file map keys whole.
     .parserConfiguration({ 'dot-notation': false })
@@ -156,7 +156,7 @@ async function statusCommand(argv: string[]): Promise<number> {
   try {
     const args = statusOptions(yargs(argv))
       .scriptName('xdstp-relay status')
-      .usage('$0 --server HOST:PORT[,HOST:PORT…] [--node PATTERN] [--json]\n\nPer-client config status of one or several relays (CSDS).')
+      .usage('$0 --server HOST:PORT[,HOST:PORT…] [--node PATTERN] [--fleet] [--json]\n\nPer-client config status of one or several relays (CSDS); --fleet: of every relay of their fleet.')
       .strict()
       .version(false)
       .help()

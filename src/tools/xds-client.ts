@@ -170,7 +170,7 @@ export function clientChannel(tls: ClientTls): { credentials: grpc.ChannelCreden
 function main(): void {
   yargs(process.argv.slice(2))
     .scriptName('npm run xds --')
-    .usage('$0 subscribe <name-or-glob...> [--server host:port]\n$0 status --server host:port[,host:port…] [--node PATTERN] [--json]\n\nPrints what a delta-ADS server sends, as JSON; or relays\' per-client config status.')
+    .usage('$0 subscribe <name-or-glob...> [--server host:port]\n$0 status --server host:port[,host:port…] [--node PATTERN] [--fleet] [--json]\n\nPrints what a delta-ADS server sends, as JSON; or relays\' per-client config status.')
     .command(
       'subscribe <names..>',
       'subscribe to xdstp:// names or globs (or legacy names with --type) and print every response',
