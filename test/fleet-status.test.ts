@@ -10,8 +10,11 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import * as path from 'node:path';
+import { promisify } from 'node:util';
 import { binariesSkip } from './support/binaries';
-import { runCliToExit, spawnCli, type SpawnedCli } from './support/cli';
+import { cleanEnv, runCliToExit, spawnCli, type SpawnedCli } from './support/cli';
 import { DeltaClient } from './support/delta-client';
 import { FleetClient } from './support/fleet-client';
 import { HAProxy } from './support/haproxy';
@@ -35,6 +38,8 @@ const NACK_MESSAGE = 'cluster fs/bad: unknown lb_policy MAGLEV_X (test rejection
 
 const name = (i: number): string => xdstp('a', CLUSTER, `fs/c${i % 5}`);
 const BAD = xdstp('a', CLUSTER, 'fs/bad');
+/** `npm run xds --` without npm: dist/test → dist/src/tools/xds-client.js. */
+const XDS_TOOL = path.resolve(__dirname, '..', 'src', 'tools', 'xds-client.js');
 
 /** A SotW client that reconnects (a new connection, so HAProxy places it again) when its stream ends, like gRPC's xDS client. */
 class ReconnectingSotw {
@@ -204,6 +209,11 @@ describe('fleet-wide client status: three relays, Redis, HAProxy', { skip }, () 
     }
     assert.deepEqual(sets[1], sets[0]);
     assert.deepEqual(sets[2], sets[0]);
+
+    // The same through `npm run xds -- status --fleet`.
+    // (Not spawnSync: this process runs the clients, and they must keep answering meanwhile.)
+    const tool = await promisify(execFile)(process.execPath, [XDS_TOOL, 'status', '--server', haproxy.address, '--fleet', '--json'], { env: cleanEnv(), encoding: 'utf8', timeout: 15_000 });
+    assertComplete((JSON.parse(tool.stdout) as StatusJson).clients, where, 'npm run xds -- status --fleet');
 
     // The table: a RELAY column, a line per relay, the NACK.
     const table = await runCliToExit(['status', '--server', haproxy.address, '--fleet'], {}, 15_000);
