@@ -253,7 +253,9 @@ export function formatFleet(relays: readonly FleetRelaySummary[]): string {
     }
     const ups = Object.entries(r.upstreams ?? {}).map(([a, st]) => `${a}=${st}`).join(', ') || 'none';
     const flags = [r.answering ? 'answered for the fleet' : '', r.draining ? 'DRAINING' : ''].filter(Boolean).join(', ');
-    out.push(`${who}: ${r.streams} clients: ${r.synced} synced, ${r.stale} stale, ${r.nacked} NACKed; upstreams ${ups}; version ${r.version ?? '?'}${flags ? `; ${flags}` : ''}`);
+    // With --node, fewer than its clients match: say how many it has.
+    const of = r.clients !== undefined && r.clients !== r.streams ? ` (of ${r.clients} connected)` : '';
+    out.push(`${who}: ${r.streams} clients${of}: ${r.synced} synced, ${r.stale} stale, ${r.nacked} NACKed; upstreams ${ups}; version ${r.version ?? '?'}${flags ? `; ${flags}` : ''}`);
   }
   const notes = [...new Set(relays.map((r) => r.membership_note).filter((n): n is string => n !== undefined))];
   for (const n of notes) out.push(`note: ${n}`);
