@@ -280,4 +280,19 @@ describe('fleet-wide client status: three relays, Redis, HAProxy', { skip }, () 
     assert.ok(final.json.fleet.every((r) => r.reachable && r.relay !== address(victim)));
     for (const id of moved) assert.notEqual(after.get(id), address(victim), `${id} moved`);
   });
+
+  test('a draining relay says so; one that shuts down leaves the fleet at once, before its record would expire', T, async () => {
+    const [drained, other] = relays.filter((r) => r.cli) as [(typeof relays)[number], (typeof relays)[number]];
+    const reply = await http(drained.adminPort, 'POST', '/drain?period=0');
+    assert.equal(reply.status, 202, reply.text);
+    type View = { relays: Array<{ address: string; draining: boolean }> };
+    await pollUntil(async () => ((await http(other.adminPort, 'GET', '/debug/fleet')).json as View).relays.find((r) => r.address === address(drained))?.draining, 'the drain in its heartbeat', 5000);
+    const { fleet } = await fleetAnswer(address(other));
+    assert.equal(fleet.find((r) => r.relay === address(drained))?.draining, true);
+
+    await drained.cli!.stop();
+    drained.cli = undefined;
+    const view = (await http(other.adminPort, 'GET', '/debug/fleet')).json as View;
+    assert.deepEqual(view.relays.map((r) => r.address), [address(other)], 'its record went with it');
+  });
 });
