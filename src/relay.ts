@@ -10,7 +10,7 @@ import type { SharedStore } from './cache/types';
 import { ResourceStore } from './cache/resource-store';
 import { canWarmLoad, warmStart, whenAllConnected } from './cache/warm-start';
 import { DEFAULTS, type RelayConfig } from './config';
-import { buildClientStatusResponse, createCsdsService } from './downstream/csds';
+import { createCsdsService } from './downstream/csds';
 import type { DrainResult } from './downstream/drain';
 import { DownstreamServer } from './downstream/server';
 import { relayStatusSource } from './downstream/status-view';
@@ -24,10 +24,8 @@ import { createDownstreamSecurity, type DownstreamSecurity } from './security/do
 import { peerIdentity } from './security/identity';
 import { ALLOW_ALL, PolicyStore, type JoinAuthorizer } from './security/policy';
 import { upstreamChannels } from './security/upstream-channels';
-import { insecureChannel, UpstreamTls, type ChannelSetup, type UpstreamTlsSpec } from './security/tls';
-import { isFleetRequest } from './fleet/convention';
-import { createFleetCsds } from './fleet/fleet-csds';
-import { advertisedAddress, FleetRegistry, fleetView, memberId, type MemberState } from './fleet/registry';
+import type { UpstreamTlsSpec } from './security/tls';
+import { RelayFleet } from './fleet/fleet';
 import { FileOrigin } from './upstream/file-origin';
 import { GrpcUpstream } from './upstream/grpc-upstream';
 import { parseUpstreamUri } from './upstream/uri';
@@ -181,43 +179,14 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
   });
   // Per-client config status: CSDS on the listen port (only for identities the policy grants it), and the clients-by-status gauge.
   const statusSource = relayStatusSource({ streams: () => downstream.streams, engine: hub, upstreams: () => upstreams.values(), relayNode: node });
-  // The fleet (src/fleet/): membership in Redis, where the others reach this relay once it is bound.
-  let advertised: string | null = null;
-  let selfId = memberId(null);
-  const selfState = (): MemberState => ({
-    address: advertised,
-    nodeId: config.nodeId,
-    version: relayVersion(),
-    startedAt,
-    clients: downstream.streams.size,
-    draining: downstream.draining,
-    upstreams: Object.fromEntries([...upstreams.values()].map((u) => [u.label, u.status.state])),
-  });
-  const memberRecords = config.redis ? shared?.memberRecords?.() : undefined;
-  let registry: FleetRegistry | undefined;
-  // Relay-to-relay calls present the relay's upstream client certificate when its own listener is TLS (the peers check it like any client's).
-  let peerChannel: () => ChannelSetup = insecureChannel;
-  if (config.security?.tls) {
-    const peerTls = new UpstreamTls(config.security.defaultUpstreamTls, logger.child({ component: 'fleet-tls' }));
-    peerChannel = () => peerTls.channel();
-  }
-  const fleetCsds = createFleetCsds({
-    local: (request) => buildClientStatusResponse(statusSource, request),
-    self: selfState,
-    get selfId() {
-      return selfId;
-    },
-    relayNode: node,
-    members: memberRecords ? () => registry?.members() ?? Promise.resolve([]) : undefined,
-    peerChannel: () => peerChannel(),
-    logger,
-  });
+  // The fleet (src/fleet/): membership in Redis once bound, fleet-wide CSDS, /debug/fleet.
+  const fleet = new RelayFleet({ config, shared, node, statusSource, downstream, upstreams: () => upstreams.values(), startedAt, logger });
   const csds = createCsdsService({
     source: statusSource,
     logger,
     logRepeatIntervalMs: config.logRepeatIntervalMs,
     authorize: policy ? (call, request) => authorizer.allowsCsds(peerIdentity(call, request.node?.id, authorizer.allowNodeIdIdentity)) : undefined,
-    fleet: { wants: isFleetRequest, answer: (request) => fleetCsds.answer(request) },
+    fleet: fleet.csds,
   });
   downstream.addService(csds.definition, csds.implementation);
   metrics.watchClientStatus(statusSource);
@@ -249,7 +218,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     drainPeriodMs,
     listening: () => listening,
     serverInfo: { version: relayVersion(), startedAt, config },
-    fleet: () => fleetView(registry, selfState, selfId),
+    fleet: () => fleet.view(),
   };
   metrics.addCollector(() => refreshRelayGauges(parts));
 
@@ -297,15 +266,8 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
   }
 
   for (const u of upstreams.values()) u.start();
-  advertised = advertisedAddress(config.advertise, config.listen, port);
-  selfId = memberId(advertised);
-  if (memberRecords) {
-    const ttlMs = config.redis?.fleetHeartbeatTtlMs ?? DEFAULTS.fleetHeartbeatTtlMs;
-    if (advertised === null) logger.warn({ listen: config.listen }, 'fleet: no address other relays can reach this one at (set --advertise or POD_IP); it is listed, but its clients are missing from fleet status');
-    registry = new FleetRegistry({ records: memberRecords, id: selfId, ttlMs, state: selfState, logger: logger.child({ component: 'fleet' }) });
-    registry.start();
-  }
-  logger.info({ port, adminPort, authorities: config.authorities.map((a) => a.name), nodeId: config.nodeId, advertise: advertised }, 'relay listening');
+  fleet.join(port);
+  logger.info({ port, adminPort, authorities: config.authorities.map((a) => a.name), nodeId: config.nodeId, advertise: fleet.advertised }, 'relay listening');
 
   const drain = (periodMs = drainPeriodMs): Promise<DrainResult> => downstream.drain(periodMs);
 
@@ -316,8 +278,8 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
       listening = false;
       const shutdownGraceMs = config.shutdownGraceMs ?? DEFAULTS.shutdownGraceMs;
       logger.info({ streams: downstream.streams.size, graceMs: shutdownGraceMs }, 'shutting down: no new streams, sending clients away');
-      // Out of the fleet first, so fleet status stops asking for it.
-      await registry?.stop();
+      // Out of the fleet first, so fleet status stops asking for it (the record's removal finishes before Redis closes).
+      const left = fleet.leave();
       security.close();
       policy?.close();
       const { streams, forced } = await downstream.shutdown(shutdownGraceMs);
@@ -325,6 +287,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
       stopWarmEviction?.();
       hub.close();
       store.close();
+      await left;
       // The shared store flushes its pending writes (bounded by its own write deadline).
       await shared?.close();
       await admin?.close();

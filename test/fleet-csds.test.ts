@@ -81,7 +81,7 @@ test('merge: a peer that does not answer and one without an address are reported
   const fleet = createFleetCsds({
     local: () => ({ config: [client('a')] }),
     self: () => SELF,
-    selfId: SELF.address!,
+    selfId: () => SELF.address!,
     relayNode: { id: 'relay-1' },
     members: async () => [member(SELF.address!, SELF.address), member(closed, closed), member('pod-x/1', null)],
     peerChannel: insecureChannel,
@@ -111,7 +111,7 @@ test('merge: payloads are left out when the whole fleet answer exceeds the per-r
   const fleet = createFleetCsds({
     local: (request) => ({ config: request.exclude_resource_contents ? [] : many.map((c) => structuredClone(c)) }),
     self: () => SELF,
-    selfId: SELF.address!,
+    selfId: () => SELF.address!,
     relayNode: { id: 'relay-1' },
     members: async () => {
       if (listed++ > 0) throw new Error('connection refused');

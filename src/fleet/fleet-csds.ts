@@ -26,7 +26,7 @@ export interface FleetCsdsOptions {
   /** This relay now: its record's fields. */
   self(): MemberState;
   /** This relay's member id (its entry is answered locally, never dialled). */
-  selfId: string;
+  selfId(): string;
   /** The node this relay presents when it asks its peers. */
   relayNode: Node;
   /** The live members, this relay included; absent without --redis (the relay answers alone). */
@@ -79,7 +79,8 @@ export function createFleetCsds(opts: FleetCsdsOptions): FleetCsds {
     async answer(request) {
       compileNodeMatchers(request.node_matchers);
       const self = opts.self();
-      const selfName = relayName({ address: self.address, id: opts.selfId });
+      const selfId = opts.selfId();
+      const selfName = relayName({ address: self.address, id: selfId });
       // Asked before the peers answer: this relay's clients as of the request.
       const own = opts.local(request);
 
@@ -97,7 +98,7 @@ export function createFleetCsds(opts: FleetCsdsOptions): FleetCsds {
           opts.logger.warn({ err: note }, 'fleet status: membership unreadable');
         }
       }
-      const peers = members.filter((m) => m.id !== opts.selfId);
+      const peers = members.filter((m) => m.id !== selfId);
       // Peers get the caller's matchers and contents choice under this relay's own node (its identity where node ids count).
       const peerRequest: ClientStatusRequest = { node: opts.relayNode };
       if (request.node_matchers) peerRequest.node_matchers = request.node_matchers;

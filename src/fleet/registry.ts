@@ -8,9 +8,12 @@
  */
 import * as os from 'node:os';
 import { splitHostPort } from '../address';
-import type { MemberRecords } from '../cache/types';
+import type { MemberRecords, SharedStore } from '../cache/types';
 import { isWildcardHost } from '../config';
 import type { Logger } from '../log';
+
+/** A shared tier that may keep member records. */
+export type MemberRecordsSource = Pick<SharedStore, 'memberRecords'>;
 
 /** What a relay says about itself in each heartbeat. */
 export interface MemberState {
