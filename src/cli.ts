@@ -156,7 +156,7 @@ async function statusCommand(argv: string[]): Promise<number> {
   try {
     const args = statusOptions(yargs(argv))
       .scriptName('xdstp-relay status')
-      .usage('$0 --server HOST:PORT[,HOST:PORT…] [--node PATTERN] [--fleet] [--json]\n\nPer-client config status of one or several relays (CSDS); --fleet: of every relay of their fleet.')
+      .usage('$0 --server HOST:PORT[,HOST:PORT…] [--node PATTERN] [--fleet] [--json] [--ca FILE [--cert FILE --key FILE]]\n\nPer-client config status of one or several relays (CSDS); --fleet: of every relay of their fleet.')
       .strict()
       .version(false)
       .help()

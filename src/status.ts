@@ -27,6 +27,7 @@ import {
   type Timestamp,
 } from './proto/csds-messages';
 import { fleetRequestNode, memberInfoOf, relayOf, type FleetMemberInfo } from './fleet/convention';
+import { clientChannel, type ClientTls } from './security/client-channel';
 
 export interface StatusOptions {
   servers: string[];
@@ -35,6 +36,8 @@ export interface StatusOptions {
   timeoutMs: number;
   /** Ask for the whole fleet of each relay given. */
   fleet?: boolean;
+  /** TLS to relays that serve it (`--ca/--cert/--key/--server-name`); absent = plaintext. */
+  tls?: ClientTls;
 }
 
 export type CountName = 'synced' | 'stale' | 'nacked' | 'not_sent' | 'unknown';
@@ -263,8 +266,14 @@ export function formatFleet(relays: readonly FleetRelaySummary[]): string {
 }
 
 /** One relay's answer; rejects with a one-line message. */
-export function fetchClientStatus(server: string, request: ClientStatusRequest, timeoutMs: number): Promise<ClientStatusResponse> {
-  const client = createCsdsClient(server);
+export function fetchClientStatus(server: string, request: ClientStatusRequest, timeoutMs: number, tls: ClientTls = {}): Promise<ClientStatusResponse> {
+  let client;
+  try {
+    const channel = clientChannel(tls);
+    client = createCsdsClient(server, channel.credentials, channel.options);
+  } catch (err) {
+    return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+  }
   return new Promise<ClientStatusResponse>((resolve, reject) => {
     client.FetchClientStatus(request, { deadline: Date.now() + timeoutMs }, (err, response) => {
       // grpc-js appends an empty "Resolution note:" to connection failures.
@@ -288,7 +297,7 @@ export async function runStatus(opts: StatusOptions, out: { stdout: NodeJS.Writa
   const answers = await Promise.all(
     opts.servers.map(async (server) => {
       try {
-        return { server, response: await fetchClientStatus(server, request, opts.timeoutMs) };
+        return { server, response: await fetchClientStatus(server, request, opts.timeoutMs, opts.tls) };
       } catch (err) {
         return { server, error: (err as Error).message };
       }
@@ -338,9 +347,25 @@ export function statusOptions<T>(y: Argv<T>) {
     .option('node', { type: 'string', describe: 'node id glob: exact, or * for any characters (edge-*, *-eu, *edge*)' })
     .option('json', { type: 'boolean', default: false, describe: 'print JSON instead of the table' })
     .option('timeout', { type: 'number', default: 5000, describe: 'ms to wait for each relay' })
-    .option('fleet', { type: 'boolean', default: false, describe: 'every relay of the fleet (with --redis), each client with the relay it is on, and a line per relay' });
+    .option('fleet', { type: 'boolean', default: false, describe: 'every relay of the fleet (with --redis), each client with the relay it is on, and a line per relay' })
+    .option('ca', { type: 'string', describe: 'TLS: PEM CA the relays\' certificates are verified against (TLS is on when --ca or --cert is given)' })
+    .option('cert', { type: 'string', describe: 'mTLS: PEM client certificate (its identity needs csds: true in the relays\' policy)' })
+    .option('key', { type: 'string', describe: 'mTLS: PEM private key of --cert' })
+    .option('server-name', { type: 'string', describe: 'TLS: name to verify the relays\' certificates against instead of the --server host' });
 }
 
-export function statusOptionsOf(a: { server: string[]; node?: string; json: boolean; timeout: number; fleet?: boolean }): StatusOptions {
-  return { servers: parseServers(a.server), node: a.node, json: a.json, timeoutMs: a.timeout, fleet: a.fleet === true };
+export function statusOptionsOf(a: {
+  server: string[];
+  node?: string;
+  json: boolean;
+  timeout: number;
+  fleet?: boolean;
+  ca?: string;
+  cert?: string;
+  key?: string;
+  'server-name'?: string;
+}): StatusOptions {
+  if (!a.cert !== !a.key) throw new Error('--cert and --key go together');
+  const tls: ClientTls = { ca: a.ca, cert: a.cert, key: a.key, serverName: a['server-name'] };
+  return { servers: parseServers(a.server), node: a.node, json: a.json, timeoutMs: a.timeout, fleet: a.fleet === true, tls };
 }

@@ -15,7 +15,7 @@ import { createCsdsClient, type ClientStatusRequest, type ClientStatusResponse }
 import { statusRequest } from '../src/status';
 import { pollUntil } from './support/admin';
 import { TestPki, opensslSkip, type IssuedCert } from './support/certs';
-import { spawnCli, type SpawnedCli } from './support/cli';
+import { runCliToExit, spawnCli, type SpawnedCli } from './support/cli';
 import { DeltaClient } from './support/delta-client';
 import { CLUSTER, xdstp } from './support/names';
 import { TestOrigin } from './support/origin';
@@ -119,6 +119,18 @@ describe('fleet status over mTLS with a policy', { skip }, () => {
     assert.deepEqual(infos.map((i) => [i.relay, i.reachable, i.error]).sort(), [[addr(first), true, undefined], [addr(second), true, undefined]].sort());
     const streams = res.config!.filter((c) => (c.client_scope ?? '').startsWith('stream/'));
     assert.deepEqual(streams.map((c) => [c.node?.id, relayOf(c)]).sort(), [['web-1', addr(first)], ['web-2', addr(second)]]);
+  });
+
+  test('xdstp-relay status --fleet over mTLS: the operator sees both clients with their relays', T, async () => {
+    const tlsArgs = (who: IssuedCert): string[] => ['--ca', pki.caCert, '--cert', who.cert, '--key', who.key];
+    const ok = await runCliToExit(['status', '--server', addr(relays[1]!), '--fleet', '--json', ...tlsArgs(operator)], {}, 15_000);
+    assert.equal(ok.code, 0, ok.stderr);
+    const json = JSON.parse(ok.stdout) as { clients: Array<{ node: string; relay: string; protocol: string }> };
+    const rows = json.clients.filter((c) => c.protocol === 'delta').map((c) => [c.node, c.relay]);
+    assert.deepEqual(rows.sort(), [['web-1', addr(relays[0]!)], ['web-2', addr(relays[1]!)]]);
+    const refused = await runCliToExit(['status', '--server', addr(relays[1]!), '--fleet', ...tlsArgs(web)], {}, 15_000);
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /PERMISSION_DENIED/);
   });
 
   test('an identity without csds is refused, fleet or not', T, async () => {
