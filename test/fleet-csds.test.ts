@@ -15,7 +15,7 @@ import { fleetRequestNode, isFleetRequest, memberInfoOf, relayOf, RELAY_KEY, toP
 import { createFleetCsds } from '../src/fleet/fleet-csds';
 import { advertisedAddress, type FleetMember, type MemberState } from '../src/fleet/registry';
 import { createLogger } from '../src/log';
-import { createCsdsClient, type ClientConfig, type ClientStatusRequest, type ClientStatusResponse } from '../src/proto/csds-messages';
+import { createCsdsClient, csdsServiceDefinition, type ClientConfig, type ClientStatusRequest, type ClientStatusResponse } from '../src/proto/csds-messages';
 import { insecureChannel } from '../src/security/tls';
 import { fleetSummaries, rowsOf, statusRequest } from '../src/status';
 import { pollUntil, withAdminRelay } from './support/admin';
@@ -129,6 +129,32 @@ test('merge: payloads are left out when the whole fleet answer exceeds the per-r
   assert.equal(info.membership, 'unavailable');
   assert.match(info.membership_note ?? '', /connection refused.*answers alone/);
   await assert.rejects(fleet.answer({ ...FLEET, node_matchers: [{ node_id: { prefix: '' } }] }), NodeMatcherError);
+});
+
+test("merge: a peer that hangs is reported unreachable by the caller's deadline, not left to hold the answer", T, async () => {
+  const server = new grpc.Server();
+  // Accepts the call, never answers.
+  server.addService(csdsServiceDefinition, { FetchClientStatus: () => undefined, StreamClientStatus: () => undefined });
+  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
+  try {
+    const hung = `127.0.0.1:${port}`;
+    const fleet = createFleetCsds({
+      local: () => ({ config: [client('a')] }),
+      self: () => SELF,
+      selfId: () => SELF.address!,
+      relayNode: { id: 'relay-1' },
+      members: async () => [member(hung, hung)],
+      peerChannel: insecureChannel,
+      logger: createLogger('silent'),
+    });
+    const res = await fleet.answer(FLEET, Date.now() + 600);
+    const info = res.config!.map(memberInfoOf).find((i) => i?.relay === hung);
+    assert.equal(info?.reachable, false);
+    assert.match(info?.error ?? '', /^DEADLINE_EXCEEDED/);
+    assert.equal(relayOf(res.config!.at(-1)!), SELF.address, 'its own clients are still there');
+  } finally {
+    server.forceShutdown();
+  }
 });
 
 // ------------------------------------------------------------ no --redis

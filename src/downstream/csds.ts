@@ -113,7 +113,8 @@ export interface CsdsServiceOptions {
    */
   fleet?: {
     wants(request: ClientStatusRequest): boolean;
-    answer(request: ClientStatusRequest): Promise<ClientStatusResponse>;
+    /** `deadlineMs`: when the caller stops waiting (ms since the epoch), if it said. */
+    answer(request: ClientStatusRequest, deadlineMs?: number): Promise<ClientStatusResponse>;
   };
 }
 
@@ -141,7 +142,9 @@ function answer(opts: CsdsServiceOptions, warnings: WarnLimiter, call: CsdsCall,
     return { code: grpc.status.PERMISSION_DENIED, details: 'not allowed to read client status (CSDS)' };
   }
   if (opts.fleet?.wants(request)) {
-    return opts.fleet.answer(request).then(
+    const deadline = call.getDeadline();
+    const deadlineMs = deadline instanceof Date ? deadline.getTime() : Number.isFinite(deadline) ? deadline : undefined;
+    return opts.fleet.answer(request, deadlineMs).then(
       (response) => {
         opts.logger.debug({ peer: call.getPeer(), entries: response.config?.length ?? 0 }, 'fleet CSDS request answered');
         return clientStatusResponseCodec.encode(response);

@@ -17,8 +17,10 @@ import type { ChannelSetup } from '../security/tls';
 import { memberEntry, memberInfoOf, nodeOnRelay, type FleetMemberInfo, type Membership } from './convention';
 import type { FleetMember, MemberState } from './registry';
 
-/** How long the relay asked waits for each peer. */
+/** How long the relay asked waits for each peer (less when its caller's deadline is nearer). */
 export const PEER_TIMEOUT_MS = 2000;
+/** Left of the caller's deadline for merging and sending the answer. */
+const ANSWER_MARGIN_MS = 200;
 
 export interface FleetCsdsOptions {
   /** This relay's own answer (node matchers applied; throws NodeMatcherError on a malformed one). */
@@ -69,14 +71,18 @@ function onRelay(configs: readonly ClientConfig[] | undefined, relay: string): C
 }
 
 export interface FleetCsds {
-  /** The merged answer; rejects with NodeMatcherError on a malformed matcher, before asking anyone. */
-  answer(request: ClientStatusRequest): Promise<ClientStatusResponse>;
+  /**
+   * The merged answer; rejects with NodeMatcherError on a malformed matcher,
+   * before asking anyone. Peers that have not answered by `deadlineMs` (less a
+   * margin) are reported unreachable.
+   */
+  answer(request: ClientStatusRequest, deadlineMs?: number): Promise<ClientStatusResponse>;
 }
 
 export function createFleetCsds(opts: FleetCsdsOptions): FleetCsds {
   const timeoutMs = opts.peerTimeoutMs ?? PEER_TIMEOUT_MS;
   return {
-    async answer(request) {
+    async answer(request, deadlineMs) {
       compileNodeMatchers(request.node_matchers);
       const self = opts.self();
       const selfId = opts.selfId();
@@ -103,11 +109,12 @@ export function createFleetCsds(opts: FleetCsdsOptions): FleetCsds {
       const peerRequest: ClientStatusRequest = { node: opts.relayNode };
       if (request.node_matchers) peerRequest.node_matchers = request.node_matchers;
       if (request.exclude_resource_contents) peerRequest.exclude_resource_contents = true;
+      const peerTimeout = deadlineMs === undefined ? timeoutMs : Math.max(1, Math.min(timeoutMs, deadlineMs - Date.now() - ANSWER_MARGIN_MS));
       const answers = await Promise.all(
         peers.map((m): Promise<PeerAnswer> =>
           m.address === null
             ? Promise.resolve({ ok: false, error: 'no advertised address (set --advertise or POD_IP)' })
-            : askPeer(m.address, peerRequest, opts.peerChannel(), timeoutMs),
+            : askPeer(m.address, peerRequest, opts.peerChannel(), peerTimeout),
         ),
       );
 

@@ -57,7 +57,7 @@ export class RelayFleet {
       peerChannel,
       logger,
     });
-    this.csds = { wants: isFleetRequest, answer: (request) => this.fleetCsds.answer(request) };
+    this.csds = { wants: isFleetRequest, answer: (request, deadlineMs) => this.fleetCsds.answer(request, deadlineMs) };
   }
 
   /** What this relay says about itself. */
