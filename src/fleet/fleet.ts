@@ -83,6 +83,11 @@ export class RelayFleet {
     if (this.address === null) {
       logger.warn({ listen: config.listen }, 'fleet: no address other relays can reach this one at (set --advertise or POD_IP); it is listed, but its clients are missing from fleet status');
     }
+    const sec = config.security;
+    if (sec?.tls?.clientCaFile && !sec.defaultUpstreamTls.certFile) {
+      // Its peers (configured alike) require a client certificate, and it has none to present.
+      logger.warn('fleet: clients need certificates here (--tls-client-ca) but --upstream-tls-cert is not set: the other relays will refuse this one\'s fleet status calls');
+    }
     const ttlMs = config.redis?.fleetHeartbeatTtlMs ?? DEFAULTS.fleetHeartbeatTtlMs;
     this.registry = new FleetRegistry({ records: this.records, id: this.id, ttlMs, state: () => this.state(), logger: logger.child({ component: 'fleet' }) });
     this.registry.start();
