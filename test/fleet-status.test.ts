@@ -181,11 +181,17 @@ describe('fleet-wide client status: three relays, Redis, HAProxy', { skip }, () 
     }, 'all clients connected', 15_000);
     assert.equal(new Set(where.values()).size, 3, 'HAProxy spread the clients over the three relays');
     // Everything synced (or NACKed) before the answers are compared.
+    // (Upstream states travel with the heartbeats: the first one, written as the relay started, may still say connecting.)
     await pollUntil(async () => {
-      const { rows } = await fleetAnswer(address(relays[0]!));
+      const { rows, fleet } = await fleetAnswer(address(relays[0]!));
       const clients = clientRows(rows);
-      return clients.length === CLIENTS && clients.filter((r) => r.nacks.length > 0).length === 1 && clients.every((r) => Object.values(r.types).every((c) => c.stale === 0 && c.not_sent === 0)) ? true : undefined;
-    }, 'every client synced, the NACK recorded', 15_000);
+      return clients.length === CLIENTS &&
+        clients.filter((r) => r.nacks.length > 0).length === 1 &&
+        clients.every((r) => Object.values(r.types).every((c) => c.stale === 0 && c.not_sent === 0)) &&
+        fleet.every((r) => r.upstreams?.a === 'ready')
+        ? true
+        : undefined;
+    }, 'every client synced, the NACK recorded, every upstream ready', 15_000);
 
     const viaLb = await statusCli(haproxy.address);
     assert.equal(viaLb.code, 0, viaLb.stderr);
