@@ -33,7 +33,7 @@ function loadConfigFile(path: string): Record<string, unknown> {
 function relayParser(argv: string[], strict = true) {
   return yargs(argv)
     .scriptName('xdstp-relay')
-    .usage('$0 [options]\n$0 validate [options]\n$0 status --server HOST:PORT[,HOST:PORT…] [--node PATTERN] [--json]   (see: $0 status --help)\n\nA caching delta-xDS relay for xdstp:// resources.')
+    .usage('$0 [options]\n$0 validate [options]\n$0 status --server HOST:PORT[,HOST:PORT…] [--node PATTERN] [--fleet] [--json]   (see: $0 status --help)\n\nA caching delta-xDS relay for xdstp:// resources.')
     .env('XDSTP_RELAY')
     // Authority names contain dots (examples.local): keep config-file map keys whole.
     .parserConfiguration({ 'dot-notation': false })
@@ -54,6 +54,9 @@ function relayParser(argv: string[], strict = true) {
     .option('redis-cluster', { type: 'string', describe: 'Shared cache on a Redis Cluster: seed nodes host:port[,host:port…]' })
     .option('redis-prefix', { type: 'string', default: 'xdstp-relay:', describe: 'Prefix of every Redis key; deployments sharing one Redis need different ones' })
     .option('redis-warm-timeout', { type: 'number', default: DEFAULTS.redisWarmTimeoutMs, describe: 'ms a starting relay may spend loading Redis into memory before it connects upstream (0 = no warm start)' })
+    .option('advertise', { type: 'string', describe: 'HOST:PORT other relays of the fleet reach this one at, for fleet-wide client status (with --redis; default: $POD_IP with the listen port, else the listen address unless it is a wildcard)' })
+    // Tests only: a short membership TTL, so a killed relay leaves the fleet quickly (documented default: a few seconds).
+    .option('fleet-heartbeat-ttl', { type: 'number', default: DEFAULTS.fleetHeartbeatTtlMs, hidden: true, describe: 'ms a fleet membership record lives without a heartbeat' })
     .option('max-connection-age', { type: 'number', describe: 'ms after which a client connection gets GOAWAY (±10% jitter), so streams rebalance over a grown fleet (default: never)' })
     .option('max-connection-age-grace', { type: 'number', default: DEFAULTS.maxConnectionAgeGraceMs, describe: 'ms a stream may stay open after that GOAWAY before its connection is closed' })
     .option('max-response-bytes', { type: 'number', default: DEFAULTS.maxResponseBytes, describe: 'No response to a client (and no request upstream) exceeds this; larger sets are split' })
@@ -153,7 +156,7 @@ async function statusCommand(argv: string[]): Promise<number> {
   try {
     const args = statusOptions(yargs(argv))
       .scriptName('xdstp-relay status')
-      .usage('$0 --server HOST:PORT[,HOST:PORT…] [--node PATTERN] [--json]\n\nPer-client config status of one or several relays (CSDS).')
+      .usage('$0 --server HOST:PORT[,HOST:PORT…] [--node PATTERN] [--fleet] [--json] [--ca FILE [--cert FILE --key FILE]]\n\nPer-client config status of one or several relays (CSDS); --fleet: of every relay of their fleet.')
       .strict()
       .version(false)
       .help()
@@ -211,6 +214,8 @@ async function main(): Promise<void> {
     redisCluster: args['redis-cluster'],
     redisPrefix: args['redis-prefix'],
     redisWarmTimeout: args['redis-warm-timeout'],
+    fleetHeartbeatTtl: args['fleet-heartbeat-ttl'],
+    advertise: args.advertise,
     maxConnectionAge: args['max-connection-age'],
     maxConnectionAgeGrace: args['max-connection-age-grace'],
     maxResponseBytes: args['max-response-bytes'],

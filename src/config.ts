@@ -20,6 +20,8 @@ export const DEFAULTS = {
   /** gRPC's default receive limit, so every client can take every response. */
   maxResponseBytes: 4 * 1024 * 1024,
   maxRequestBytes: 16 * 1024 * 1024,
+  /** A relay that stops heartbeating leaves the fleet (docs/fleet-status.md) within this many ms. */
+  fleetHeartbeatTtlMs: 5000,
 } as const;
 import { checkSecurity, type SecurityRawOptions, type SecuritySettings } from './security/config';
 import type { UpstreamTlsSpec } from './security/tls';
@@ -65,6 +67,12 @@ export interface RelayConfig {
   maxRequestBytes?: number;
   /** TLS, authorization policy, admin token and limits (src/security/config.ts); absent = plaintext, no policy, default limits. */
   security?: SecuritySettings;
+  /**
+   * `--advertise HOST:PORT`: where the other relays of the fleet reach this
+   * one (docs/fleet-status.md); null or absent = POD_IP with the listen port,
+   * else the listen address when it is not a wildcard.
+   */
+  advertise?: string | null;
 }
 
 export interface RedisSettings {
@@ -74,6 +82,8 @@ export interface RedisSettings {
   prefix: string;
   /** Time a starting relay may spend loading Redis into memory, in ms (default 5000; 0 = no warm start). */
   warmTimeoutMs?: number;
+  /** TTL of this relay's fleet membership record, in ms; it heartbeats at a third of it (default 5000). */
+  fleetHeartbeatTtlMs?: number;
 }
 
 /** A configuration problem, with where it was found (flag or config-file path). */
@@ -104,6 +114,8 @@ export interface RawOptions extends SecurityRawOptions {
   redisCluster?: unknown;
   redisPrefix?: unknown;
   redisWarmTimeout?: unknown;
+  fleetHeartbeatTtl?: unknown;
+  advertise?: unknown;
   maxConnectionAge?: unknown;
   maxConnectionAgeGrace?: unknown;
   maxResponseBytes?: unknown;
@@ -169,7 +181,10 @@ function checkRedis(raw: RawOptions, problems: ConfigError[]): RedisSettings | n
     return null;
   }
   const warmTimeoutMs = checkMs('redis-warm-timeout', raw.redisWarmTimeout, DEFAULTS.redisWarmTimeoutMs, problems);
-  return spec === undefined ? null : { spec, prefix, warmTimeoutMs };
+  const fleetHeartbeatTtlMs = checkMs('fleet-heartbeat-ttl', raw.fleetHeartbeatTtl, DEFAULTS.fleetHeartbeatTtlMs, problems);
+  // Heartbeats go out every third of it; below that Redis round trips would eat the margin.
+  if (fleetHeartbeatTtlMs >= 0 && fleetHeartbeatTtlMs < 300) problems.push(new ConfigError('fleet-heartbeat-ttl', `expected at least 300 ms, got ${fleetHeartbeatTtlMs}`));
+  return spec === undefined ? null : { spec, prefix, warmTimeoutMs, fleetHeartbeatTtlMs };
 }
 
 /** setTimeout's limit, less grpc-js's +10 % jitter. */
@@ -204,6 +219,27 @@ function checkHostPort(path: string, v: unknown, problems: ConfigError[]): strin
     return undefined;
   }
   return v;
+}
+
+/** `--advertise HOST:PORT`: an address other relays can dial (no wildcard host, no port 0). */
+function checkAdvertise(raw: unknown, problems: ConfigError[]): string | null {
+  if (unset(raw)) return null;
+  const v = typeof raw === 'string' ? raw.trim() : raw;
+  const addr = typeof v === 'string' ? splitHostPort(v) : undefined;
+  if (addr === undefined) {
+    problems.push(new ConfigError('advertise', `expected HOST:PORT, got ${JSON.stringify(raw)}`));
+    return null;
+  }
+  if (isWildcardHost(addr.host) || addr.port === 0) {
+    problems.push(new ConfigError('advertise', `other relays cannot dial ${JSON.stringify(v)}: give a routable host and a port`));
+    return null;
+  }
+  return v as string;
+}
+
+/** `0.0.0.0`, `::`, `[::]` or an empty host: listens everywhere, dials nowhere. */
+export function isWildcardHost(host: string): boolean {
+  return host === '' || host === '0.0.0.0' || host === '::' || host === '[::]' || /^0+(\.0+){3}$/.test(host) || /^[0:]+$/.test(host);
 }
 
 function checkUris(path: string, list: string, problems: ConfigError[]): string[] {
@@ -350,6 +386,7 @@ export function validateOptions(raw: RawOptions, defaults: { nodeId: string }): 
   const maxResponseBytes = checkBytes('max-response-bytes', raw.maxResponseBytes, DEFAULTS.maxResponseBytes, 64 * 1024, problems);
   const maxRequestBytes = checkBytes('max-request-bytes', raw.maxRequestBytes, DEFAULTS.maxRequestBytes, 1024, problems);
   const redis = checkRedis(raw, problems);
+  const advertise = checkAdvertise(raw.advertise, problems);
   const connectionAge = checkConnectionAge(raw, problems);
   const checked = checkSecurity(raw, authorities, defaultUpstream);
   for (const p of checked.problems) problems.push(new ConfigError(p.path, p.message));
@@ -374,6 +411,7 @@ export function validateOptions(raw: RawOptions, defaults: { nodeId: string }): 
       maxResponseBytes,
       maxRequestBytes,
       security,
+      advertise,
     },
   };
 }

@@ -25,6 +25,7 @@ import { peerIdentity } from './security/identity';
 import { ALLOW_ALL, PolicyStore, type JoinAuthorizer } from './security/policy';
 import { upstreamChannels } from './security/upstream-channels';
 import type { UpstreamTlsSpec } from './security/tls';
+import { RelayFleet } from './fleet/fleet';
 import { FileOrigin } from './upstream/file-origin';
 import { GrpcUpstream } from './upstream/grpc-upstream';
 import { parseUpstreamUri } from './upstream/uri';
@@ -178,11 +179,14 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
   });
   // Per-client config status: CSDS on the listen port (only for identities the policy grants it), and the clients-by-status gauge.
   const statusSource = relayStatusSource({ streams: () => downstream.streams, engine: hub, upstreams: () => upstreams.values(), relayNode: node });
+  // The fleet (src/fleet/): membership in Redis once bound, fleet-wide CSDS, /debug/fleet.
+  const fleet = new RelayFleet({ config, shared, node, statusSource, downstream, upstreams: () => upstreams.values(), startedAt, logger });
   const csds = createCsdsService({
     source: statusSource,
     logger,
     logRepeatIntervalMs: config.logRepeatIntervalMs,
     authorize: policy ? (call, request) => authorizer.allowsCsds(peerIdentity(call, request.node?.id, authorizer.allowNodeIdIdentity)) : undefined,
+    fleet: fleet.csds,
   });
   downstream.addService(csds.definition, csds.implementation);
   metrics.watchClientStatus(() => downstream.statusTally.counts());
@@ -215,6 +219,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     listening: () => listening,
     serverInfo: { version: relayVersion(), startedAt, config },
     status: statusSource,
+    fleet: () => fleet.view(),
   };
   metrics.addCollector(() => refreshRelayGauges(parts));
   const reloadedFiles: Array<'tls' | 'policy' | 'admin_token'> = [];
@@ -267,7 +272,8 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
   }
 
   for (const u of upstreams.values()) u.start();
-  logger.info({ port, adminPort, authorities: config.authorities.map((a) => a.name), nodeId: config.nodeId }, 'relay listening');
+  fleet.join(port);
+  logger.info({ port, adminPort, authorities: config.authorities.map((a) => a.name), nodeId: config.nodeId, advertise: fleet.advertised }, 'relay listening');
 
   const drain = (periodMs = drainPeriodMs): Promise<DrainResult> => downstream.drain(periodMs);
 
@@ -278,6 +284,8 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
       listening = false;
       const shutdownGraceMs = config.shutdownGraceMs ?? DEFAULTS.shutdownGraceMs;
       logger.info({ streams: downstream.streams.size, graceMs: shutdownGraceMs }, 'shutting down: no new streams, sending clients away');
+      // Out of the fleet first, so fleet status stops asking for it (the record's removal finishes before Redis closes).
+      const left = fleet.leave();
       security.close();
       policy?.close();
       const { streams, forced } = await downstream.shutdown(shutdownGraceMs);
@@ -285,6 +293,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
       stopWarmEviction?.();
       hub.close();
       store.close();
+      await left;
       // The shared store flushes its pending writes (bounded by its own write deadline).
       await shared?.close();
       await admin?.close();

@@ -290,8 +290,8 @@ function kubeletView(all: Obj[], secrets: Record<string, Record<string, string>>
     if (e.value !== undefined) env[String(e.name)] = String(e.value);
     else {
       const field = obj(obj(e.valueFrom, 'valueFrom').fieldRef, 'fieldRef').fieldPath;
-      assert.equal(field, 'metadata.name', `${String(e.name)}: a field this test knows how to fill`);
-      env[String(e.name)] = podName;
+      assert.ok(field === 'metadata.name' || field === 'status.podIP', `${String(e.name)}: a field this test knows how to fill (${String(field)})`);
+      env[String(e.name)] = field === 'status.podIP' ? '127.0.0.1' : podName;
     }
   }
   const services = byKind(all, 'Service').map((s, i) => ({

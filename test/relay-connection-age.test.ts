@@ -82,9 +82,9 @@ test('connection age and Redis options are validated with the flag they came fro
   r = validateOptions(base, nodeId);
   assert.equal(r.config?.redis, null, 'no --redis: memory only');
   r = validateOptions({ ...base, redis: 'redis://127.0.0.1:6379/2' }, nodeId);
-  assert.deepEqual(r.config?.redis, { spec: 'redis://127.0.0.1:6379/2', prefix: 'xdstp-relay:', warmTimeoutMs: 5000 });
+  assert.deepEqual(r.config?.redis, { spec: 'redis://127.0.0.1:6379/2', prefix: 'xdstp-relay:', warmTimeoutMs: 5000, fleetHeartbeatTtlMs: 5000 });
   r = validateOptions({ ...base, redis: 'redis+sentinel://s1:26379,s2:26379/mymaster', redisPrefix: 'prod:', redisWarmTimeout: 0 }, nodeId);
-  assert.deepEqual(r.config?.redis, { spec: 'redis+sentinel://s1:26379,s2:26379/mymaster', prefix: 'prod:', warmTimeoutMs: 0 });
+  assert.deepEqual(r.config?.redis, { spec: 'redis+sentinel://s1:26379,s2:26379/mymaster', prefix: 'prod:', warmTimeoutMs: 0, fleetHeartbeatTtlMs: 5000 });
   r = validateOptions({ ...base, redisCluster: '10.0.0.1:7000, 10.0.0.2:7000' }, nodeId);
   assert.equal(r.config?.redis?.spec, 'redis+cluster://10.0.0.1:7000,10.0.0.2:7000');
 

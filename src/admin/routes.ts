@@ -49,6 +49,8 @@ export interface AdminParts {
   readonly serverInfo?: ServerInfoSource;
   /** Per-client config status (CSDS's source) for the home page's client statuses and NACK messages. */
   readonly status?: StatusSource;
+  /** The fleet as this relay sees it, for /debug/fleet (src/fleet/registry.ts; absent: not served). */
+  readonly fleet?: () => Promise<Record<string, unknown>>;
 }
 
 /** Known upstream states; grows (boundedly) with states other upstream kinds report. */
@@ -164,6 +166,7 @@ const ENDPOINTS = {
   'GET /debug/cache?prefix=&limit=&payloads=': 'cached resources: names, versions, payloads as JSON',
   'GET /server_info': 'version, Node version, start time, uptime, the effective configuration (secrets redacted) and its sha256',
   'GET /debug/upstreams': 'upstreams and their servers: state, last error, last connected, last response',
+  'GET /debug/fleet': 'relays of the fleet (with --redis): address, version, heartbeat age, clients, drain state',
   'GET /log-level': 'current log level',
   'POST /drain?period=MS&wait=1': 'flip /readyz to 503 and send clients away gradually',
   'POST /log-level?level=LEVEL': `change the log level (${LOG_LEVELS.join('|')})`,
@@ -178,6 +181,10 @@ export function registerAdminRoutes(admin: AdminServer, parts: AdminParts): Admi
   if (parts.serverInfo) {
     const src = parts.serverInfo;
     admin.route('GET /server_info', () => ({ status: 200, body: serverInfo(src) }));
+  }
+  if (parts.fleet) {
+    const fleet = parts.fleet;
+    admin.route('GET /debug/fleet', async () => ({ status: 200, body: await fleet() }));
   }
   return admin
     // A browser gets the home page (protected like /debug/*: admin/auth.ts); tools keep the JSON index.

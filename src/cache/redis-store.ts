@@ -52,7 +52,8 @@ import Redis, { Cluster } from 'ioredis';
 import type { ChainableCommander, ClusterOptions, RedisOptions } from 'ioredis';
 import type { ConnectionOptions as TlsOptions } from 'node:tls';
 import type { Logger } from 'pino';
-import type { SharedStore, StoreBatch, StoredResource } from './types';
+import type { MemberRecords, SharedStore, StoreBatch, StoredResource } from './types';
+import { RedisMemberRecords } from './redis-members';
 import { DEFAULT_PREFIX, RedisKeyLayout, tagOf } from './redis-keys';
 import { StringTable, decodeRecord, isAbsentRecord } from './redis-record';
 import { WriteBatch, type Entry } from './redis-write-batch';
@@ -210,6 +211,13 @@ export class RedisStore implements SharedStore {
 
   get healthy(): boolean {
     return this.state === 'up' && !this.closed;
+  }
+
+  private members: RedisMemberRecords | undefined;
+
+  /** Fleet membership records (redis-members.ts) on this store's connection. */
+  memberRecords(): MemberRecords {
+    return (this.members ??= new RedisMemberRecords(this.client, this.keys.prefix, this.writeTimeoutMs));
   }
 
   /** Resolves `true` once healthy, `false` after `timeoutMs` or on close. */

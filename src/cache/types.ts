@@ -40,4 +40,28 @@ export interface SharedStore {
   /** True while the backend is reachable. */
   readonly healthy: boolean;
   close(): Promise<void>;
+  /** Fleet membership records on the same backend, when it keeps them (Redis does). */
+  memberRecords?(): MemberRecords;
+}
+
+/** One live fleet membership record, as the shared tier holds it. */
+export interface MemberRecord {
+  id: string;
+  /** The record as written (JSON, src/fleet/registry.ts). */
+  value: string;
+  /** How long the record has left before it expires, in ms, by the shared tier's clock. */
+  ttlLeftMs: number;
+}
+
+/**
+ * Fleet membership in the shared tier: one record per relay that expires
+ * unless rewritten (the heartbeat). Calls reject when the tier cannot answer.
+ */
+export interface MemberRecords {
+  /** Writes (or rewrites) member `id`'s record, expiring after `ttlMs`. */
+  put(id: string, value: string, ttlMs: number): Promise<void>;
+  /** Removes member `id` at once (a relay leaving on purpose). */
+  remove(id: string): Promise<void>;
+  /** Every record not yet expired. */
+  list(): Promise<MemberRecord[]>;
 }

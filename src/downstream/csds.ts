@@ -106,6 +106,16 @@ export interface CsdsServiceOptions {
    * Absent: everyone may call, as without a policy.
    */
   authorize?: (call: CsdsCall, request: ClientStatusRequest) => boolean;
+  /**
+   * Fleet-wide status (src/fleet/): requests for which `wants` is true are
+   * answered by `answer` instead, after the same authorization. Absent: every
+   * request is answered by this relay alone.
+   */
+  fleet?: {
+    wants(request: ClientStatusRequest): boolean;
+    /** `deadlineMs`: when the caller stops waiting (ms since the epoch), if it said. */
+    answer(request: ClientStatusRequest, deadlineMs?: number): Promise<ClientStatusResponse>;
+  };
 }
 
 interface Failure {
@@ -113,8 +123,14 @@ interface Failure {
   details: string;
 }
 
-/** Decodes, authorizes and answers one request: the encoded response, or why not. */
-function answer(opts: CsdsServiceOptions, warnings: WarnLimiter, call: CsdsCall, bytes: Buffer): Buffer | Failure {
+function failureOf(opts: CsdsServiceOptions, call: CsdsCall, err: unknown): Failure {
+  if (err instanceof NodeMatcherError) return { code: grpc.status.INVALID_ARGUMENT, details: err.message };
+  opts.logger.error({ err, peer: call.getPeer() }, 'failed to build a CSDS response');
+  return { code: grpc.status.INTERNAL, details: 'internal error while building the client status' };
+}
+
+/** Decodes, authorizes and answers one request: the encoded response, or why not (later, for a fleet request). */
+function answer(opts: CsdsServiceOptions, warnings: WarnLimiter, call: CsdsCall, bytes: Buffer): Buffer | Failure | Promise<Buffer | Failure> {
   let request: ClientStatusRequest;
   try {
     request = clientStatusRequestCodec.decode(bytes);
@@ -125,14 +141,23 @@ function answer(opts: CsdsServiceOptions, warnings: WarnLimiter, call: CsdsCall,
     warnings.warn('csds refused', { peer: call.getPeer() }, 'CSDS request refused by policy');
     return { code: grpc.status.PERMISSION_DENIED, details: 'not allowed to read client status (CSDS)' };
   }
+  if (opts.fleet?.wants(request)) {
+    const deadline = call.getDeadline();
+    const deadlineMs = deadline instanceof Date ? deadline.getTime() : Number.isFinite(deadline) ? deadline : undefined;
+    return opts.fleet.answer(request, deadlineMs).then(
+      (response) => {
+        opts.logger.debug({ peer: call.getPeer(), entries: response.config?.length ?? 0 }, 'fleet CSDS request answered');
+        return clientStatusResponseCodec.encode(response);
+      },
+      (err: unknown) => failureOf(opts, call, err),
+    );
+  }
   try {
     const response = buildClientStatusResponse(opts.source, request);
     opts.logger.debug({ peer: call.getPeer(), clients: response.config?.length ?? 0 }, 'CSDS request answered');
     return clientStatusResponseCodec.encode(response);
   } catch (err) {
-    if (err instanceof NodeMatcherError) return { code: grpc.status.INVALID_ARGUMENT, details: err.message };
-    opts.logger.error({ err, peer: call.getPeer() }, 'failed to build a CSDS response');
-    return { code: grpc.status.INTERNAL, details: 'internal error while building the client status' };
+    return failureOf(opts, call, err);
   }
 }
 
@@ -144,15 +169,20 @@ export function createCsdsService(opts: CsdsServiceOptions): {
   // One caller can send any number of refused requests: warnings bounded by time.
   const warnings = new WarnLimiter(opts.logger, opts.logRepeatIntervalMs);
   const fetch = (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>): void => {
+    const reply = (out: Buffer | Failure): void => {
+      if (Buffer.isBuffer(out)) callback(null, out);
+      else callback({ code: out.code, details: out.details, metadata: new grpc.Metadata() });
+    };
     const out = answer(opts, warnings, call, call.request);
-    if (Buffer.isBuffer(out)) callback(null, out);
-    else callback({ code: out.code, details: out.details, metadata: new grpc.Metadata() });
+    if (out instanceof Promise) void out.then(reply);
+    else reply(out);
   };
   const stream = (call: grpc.ServerDuplexStream<Buffer, Buffer>): void => {
     let ended = false;
-    call.on('data', (bytes: Buffer) => {
+    // Answers leave in request order: a fleet request's answer comes later, and the ones after it wait.
+    let previous: Promise<void> | undefined;
+    const send = (out: Buffer | Failure): void => {
       if (ended) return;
-      const out = answer(opts, warnings, call, bytes);
       if (Buffer.isBuffer(out)) {
         call.write(out);
         return;
@@ -160,10 +190,27 @@ export function createCsdsService(opts: CsdsServiceOptions): {
       ended = true;
       // grpc-js turns an 'error' emitted on a server stream into the call's final status.
       call.emit('error', { code: out.code, details: out.details, metadata: new grpc.Metadata() });
+    };
+    call.on('data', (bytes: Buffer) => {
+      if (ended) return;
+      const out = answer(opts, warnings, call, bytes);
+      if (previous === undefined && !(out instanceof Promise)) {
+        send(out);
+        return;
+      }
+      const mine: Promise<void> = Promise.all([previous, out]).then(([, o]) => send(o));
+      previous = mine;
+      void mine.then(() => {
+        if (previous === mine) previous = undefined;
+      });
     });
     call.on('end', () => {
-      if (!ended) call.end();
-      ended = true;
+      const finish = (): void => {
+        if (!ended) call.end();
+        ended = true;
+      };
+      if (previous) void previous.then(finish);
+      else finish();
     });
     call.on('error', () => {
       ended = true;

@@ -11,13 +11,13 @@
  * stdout carries only the responses (pretty JSON, or one line each with
  * --compact); connection problems go to stderr with a non-zero exit.
  */
-import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as grpc from '@grpc/grpc-js';
 import yargs from 'yargs';
 import { DeltaAdsClient, openDeltaStream } from '../proto/ads-service';
 import { deltaRequestCodec, deltaResponseCodec, type DeltaDiscoveryResponse, type Duration, type Resource } from '../proto/messages';
 import { runStatus, statusOptions, statusOptionsOf } from '../status';
+import { clientChannel, type ClientTls } from '../security/client-channel';
 import { envoyTypes } from '../proto/envoy-types';
 import { isXdstpName, parseUrl, typeUrlOf } from '../xdstp';
 
@@ -151,26 +151,10 @@ function subscribe(args: {
   process.on('SIGTERM', () => finish(0));
 }
 
-/** `--ca/--cert/--key/--server-name`: TLS (and mTLS) to a relay that serves it. */
-export interface ClientTls {
-  ca?: string;
-  cert?: string;
-  key?: string;
-  serverName?: string;
-}
-
-export function clientChannel(tls: ClientTls): { credentials: grpc.ChannelCredentials; options: grpc.ChannelOptions } {
-  if (!tls.ca && !tls.cert && !tls.key) return { credentials: grpc.credentials.createInsecure(), options: {} };
-  if (!tls.cert !== !tls.key) throw new Error('--cert and --key go together');
-  const read = (f: string | undefined): Buffer | null => (f ? fs.readFileSync(f) : null);
-  const options: grpc.ChannelOptions = tls.serverName ? { 'grpc.ssl_target_name_override': tls.serverName, 'grpc.default_authority': tls.serverName } : {};
-  return { credentials: grpc.credentials.createSsl(read(tls.ca), read(tls.key), read(tls.cert)), options };
-}
-
 function main(): void {
   yargs(process.argv.slice(2))
     .scriptName('npm run xds --')
-    .usage('$0 subscribe <name-or-glob...> [--server host:port]\n$0 status --server host:port[,host:port…] [--node PATTERN] [--json]\n\nPrints what a delta-ADS server sends, as JSON; or relays\' per-client config status.')
+    .usage('$0 subscribe <name-or-glob...> [--server host:port]\n$0 status --server host:port[,host:port…] [--node PATTERN] [--fleet] [--json]\n\nPrints what a delta-ADS server sends, as JSON; or relays\' per-client config status.')
     .command(
       'subscribe <names..>',
       'subscribe to xdstp:// names or globs (or legacy names with --type) and print every response',

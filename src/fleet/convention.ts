@@ -1,0 +1,136 @@
+/**
+ * How fleet-wide client status travels over plain CSDS (docs/fleet-status.md):
+ *
+ * - A ClientStatusRequest asks for the fleet when its `node` carries the
+ *   metadata key `xdstp-relay.fleet` set to true (or the string "true").
+ * - In the answer every client's `node.metadata` gains `xdstp-relay.relay`:
+ *   the relay the client is connected to (its advertised address).
+ * - One more ClientConfig per relay of the fleet, scope `relay/<relay>`, no
+ *   resources, node = that relay's node id with `xdstp-relay.fleet_member`:
+ *   whether it answered (and why not), its version, clients, drain state and
+ *   upstream states, and how membership is known (`redis`, or `none` without
+ *   --redis: the relay answered alone).
+ *
+ * Shared by the relay (src/fleet/fleet-csds.ts) and `xdstp-relay status`.
+ */
+import type { ClientConfig, ClientStatusRequest } from '../proto/csds-messages';
+import type { Node } from '../proto/messages';
+
+export const FLEET_REQUEST_KEY = 'xdstp-relay.fleet';
+export const RELAY_KEY = 'xdstp-relay.relay';
+export const MEMBER_KEY = 'xdstp-relay.fleet_member';
+export const RELAY_SCOPE_PREFIX = 'relay/';
+
+/** How the answering relay knows the fleet. */
+export type Membership = 'redis' | 'none' | 'unavailable';
+
+/** What a fleet answer says about one relay (the `xdstp-relay.fleet_member` struct). */
+export interface FleetMemberInfo {
+  /** The relay's name in this answer: its advertised address, or its member id when it has none. */
+  relay: string;
+  node_id: string;
+  /** It answered (the relay asked is always reachable). */
+  reachable: boolean;
+  /** Why it did not answer. */
+  error?: string;
+  /** The relay that was asked: this one answered for the fleet. */
+  answering?: boolean;
+  membership: Membership;
+  /** Why membership is `none` or `unavailable`. */
+  membership_note?: string;
+  version?: string;
+  /** ISO time the relay started. */
+  started_at?: string;
+  /** Age of its last heartbeat in ms (absent for the relay asked). */
+  heartbeat_age_ms?: number;
+  /** Client streams, as its last heartbeat (or the relay asked, now) reported. */
+  clients?: number;
+  draining?: boolean;
+  /** Upstream authority → connection state (ready, connecting, backoff…). */
+  upstreams?: Record<string, string>;
+}
+
+/** A google.protobuf.Value in protobufjs' object form. */
+export type PbValue =
+  | { nullValue: 0 }
+  | { numberValue: number }
+  | { stringValue: string }
+  | { boolValue: boolean }
+  | { structValue: { fields: Record<string, PbValue> } }
+  | { listValue: { values: PbValue[] } };
+
+export function toPbValue(v: unknown): PbValue {
+  if (v === null || v === undefined) return { nullValue: 0 };
+  if (typeof v === 'number') return { numberValue: v };
+  if (typeof v === 'string') return { stringValue: v };
+  if (typeof v === 'boolean') return { boolValue: v };
+  if (Array.isArray(v)) return { listValue: { values: v.map(toPbValue) } };
+  if (typeof v === 'object') return { structValue: { fields: toPbFields(v as Record<string, unknown>) } };
+  return { stringValue: String(v) };
+}
+
+function toPbFields(o: Record<string, unknown>): Record<string, PbValue> {
+  const out: Record<string, PbValue> = {};
+  for (const [k, x] of Object.entries(o)) if (x !== undefined) out[k] = toPbValue(x);
+  return out;
+}
+
+/** A decoded google.protobuf.Value back to plain JSON. */
+export function fromPbValue(v: unknown): unknown {
+  if (typeof v !== 'object' || v === null) return undefined;
+  const o = v as Record<string, unknown>;
+  if (o.stringValue !== undefined) return o.stringValue;
+  if (o.numberValue !== undefined) return o.numberValue;
+  if (o.boolValue !== undefined) return o.boolValue;
+  if (o.structValue !== undefined) return fromPbFields((o.structValue as { fields?: Record<string, unknown> }).fields);
+  if (o.listValue !== undefined) return ((o.listValue as { values?: unknown[] }).values ?? []).map(fromPbValue);
+  if (o.nullValue !== undefined) return null;
+  return undefined;
+}
+
+function fromPbFields(fields: Record<string, unknown> | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, x] of Object.entries(fields ?? {})) out[k] = fromPbValue(x);
+  return out;
+}
+
+function metadataValue(node: Node | undefined, key: string): unknown {
+  const fields = node?.metadata?.fields;
+  return fields && Object.hasOwn(fields, key) ? fromPbValue(fields[key]) : undefined;
+}
+
+/** Whether the request asks for every relay's clients. */
+export function isFleetRequest(request: ClientStatusRequest): boolean {
+  const v = metadataValue(request.node, FLEET_REQUEST_KEY);
+  return v === true || v === 'true';
+}
+
+/** `node` (or an empty one) marked as asking for the fleet. */
+export function fleetRequestNode(node: Node = {}): Node {
+  return { ...node, metadata: { fields: { ...(node.metadata?.fields ?? {}), [FLEET_REQUEST_KEY]: toPbValue(true) } } };
+}
+
+/** A copy of a client's node naming the relay it is connected to. */
+export function nodeOnRelay(node: Node | undefined, relay: string): Node {
+  return { ...(node ?? {}), metadata: { fields: { ...(node?.metadata?.fields ?? {}), [RELAY_KEY]: toPbValue(relay) } } };
+}
+
+/** The relay a client of a fleet answer is on, if named. */
+export function relayOf(config: ClientConfig): string | undefined {
+  const v = metadataValue(config.node, RELAY_KEY);
+  return typeof v === 'string' ? v : undefined;
+}
+
+/** The per-relay entry of a fleet answer. */
+export function memberEntry(info: FleetMemberInfo): ClientConfig {
+  const fields = { [RELAY_KEY]: toPbValue(info.relay), [MEMBER_KEY]: toPbValue(info) };
+  return { client_scope: `${RELAY_SCOPE_PREFIX}${info.relay}`, node: { id: info.node_id, user_agent_name: 'xdstp-relay', metadata: { fields } }, generic_xds_configs: [] };
+}
+
+/** The FleetMemberInfo of a per-relay entry, or undefined for a client entry. */
+export function memberInfoOf(config: ClientConfig): FleetMemberInfo | undefined {
+  if (!(config.client_scope ?? '').startsWith(RELAY_SCOPE_PREFIX)) return undefined;
+  const v = metadataValue(config.node, MEMBER_KEY);
+  if (typeof v !== 'object' || v === null || typeof (v as { relay?: unknown }).relay !== 'string') return undefined;
+  return v as FleetMemberInfo;
+}
