@@ -8,8 +8,8 @@ import type { ResourceErrorInfo } from '../proto/resource-error';
 import type { UpstreamPort, UpstreamSink, UpstreamUpdate } from '../upstream/types';
 import { FanOut } from './fan-out';
 import { WILDCARD, isRejection, legacyKey, type DropReason, type ResourceKey, type Router } from './routing';
-import { Subscription } from './subscription';
-import { forEachSpelling, type JoinAuthorizer, type JoinRefusal, type Spellings, type SubscriptionPort, type WatchUpdate, type Watcher } from './types';
+import { forEachSpelling, Subscription, type Spellings, type WatchUpdate, type Watcher } from './subscription';
+import type { JoinAuthorizer, JoinRefusal, SubscriptionPort } from './types';
 
 /** Payloads of this type are redirects (glob members may be redirected, spec 000). */
 const RESOURCE_LOCATOR_TYPE = 'type.googleapis.com/xds.core.v3.ResourceLocator';
