@@ -27,7 +27,7 @@ import { upstreamChannels } from './security/upstream-channels';
 import type { UpstreamTlsSpec } from './security/tls';
 import { FileOrigin } from './upstream/file-origin';
 import { GrpcUpstream } from './upstream/grpc-upstream';
-import { parseUpstreamUri } from './upstream/uri';
+import { parseUpstreamUri } from './upstream-uri';
 import { relayVersion } from './version';
 
 export interface RunningRelay {

@@ -1,5 +1,5 @@
 import type { Logger } from '../log';
-import { parseUpstreamUri } from '../upstream/uri';
+import { parseUpstreamUri } from '../upstream-uri';
 import { insecureChannel, UpstreamTls, type ChannelSetup, type UpstreamTlsSpec } from './tls';
 
 /**
