@@ -23,7 +23,7 @@ import type { Node } from './proto/messages';
 import { createDownstreamSecurity, type DownstreamSecurity } from './security/downstream';
 import { peerIdentity } from './security/identity';
 import { ALLOW_ALL, PolicyStore, type JoinAuthorizer } from './security/policy';
-import { upstreamChannels } from './security/upstream-channels';
+import { upstreamChannels } from './upstream/upstream-channels';
 import type { UpstreamTlsSpec } from './security/tls';
 import { FileOrigin } from './upstream/file-origin';
 import { GrpcUpstream } from './upstream/grpc-upstream';
