@@ -8,6 +8,7 @@ import {
   parseUrn,
   typeUrlOf,
 } from '../xdstp';
+import { WILDCARD } from '../proto/xds-names';
 
 export type SubscriptionKind = 'singleton' | 'glob' | 'legacy' | 'wildcard';
 
@@ -39,7 +40,8 @@ export interface ResourceKey {
 
 export type DropReason = 'malformed' | 'foreign_authority' | 'type_mismatch';
 
-export const WILDCARD = '*';
+// Re-exported for the modules that import it from here.
+export { WILDCARD };
 
 export function legacyKey(typeUrl: string, name: string): string {
   return `legacy:${typeUrl}:${name}`;

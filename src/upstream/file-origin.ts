@@ -50,6 +50,7 @@ import YAML from 'yaml';
 import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
 import { resourceCodec, type Duration, type Resource } from '../proto/messages';
+import { WILDCARD } from '../proto/xds-names';
 import { formatName, globKeyOf, isXdstpName, parseUrl, parseUrn, typeUrlOf, XdstpNameError } from '../xdstp';
 import { envoyTypes, envoyTypesLoaded, TypedJsonError, type EncodedAny } from '../proto/envoy-types';
 import type { UpstreamPort, UpstreamSink } from './types';
@@ -70,7 +71,6 @@ export interface FileOriginOptions {
 
 type OriginState = 'idle' | 'ready' | 'closed';
 
-const WILDCARD = '*';
 const FILE_EXTENSIONS = new Set(['.yaml', '.yml', '.json']);
 const RESOURCE_KEYS = new Set(['name', 'version', 'ttl', 'resource']);
 const MIN_HEARTBEAT_MS = 100;
