@@ -72,7 +72,7 @@ function setup(opts: { defaultUpstream?: boolean } = {}) {
   const legacy = new FakeUpstream(null);
   if (opts.defaultUpstream) upstreams.set(null, legacy);
   let engine: SubscriptionEngine;
-  const store = new ResourceStore({ memory: new MemoryCache(), logger, metrics, onExpired: (k) => engine.onExpired(k) });
+  const store = new ResourceStore({ memory: new MemoryCache(), logger, onExpired: (k) => engine.onExpired(k) });
   engine = new SubscriptionEngine({
     store,
     router: new Router(new Set(['a']), opts.defaultUpstream ?? false),

@@ -58,8 +58,6 @@ export class Subscription {
   refetch = false;
   /** A collection whose content the upstream has answered since it was subscribed. */
   answered = false;
-  /** Time the upstream subscription was made (ms since the epoch), for status views. */
-  readonly since = Date.now();
 
   constructor(
     readonly key: string,
