@@ -22,7 +22,7 @@ import { RelayMetrics } from './metrics';
 import type { Node } from './proto/messages';
 import { createDownstreamSecurity, type DownstreamSecurity } from './security/downstream';
 import { peerIdentity } from './security/identity';
-import { ALLOW_ALL, PolicyStore, type JoinAuthorizer } from './security/policy';
+import { ALLOW_ALL, PolicyStore, type ClientAuthorizer as JoinAuthorizer } from './security/policy';
 import { upstreamChannels } from './upstream/upstream-channels';
 import type { UpstreamTlsSpec } from './security/tls';
 import { FileOrigin } from './upstream/file-origin';

@@ -1,5 +1,5 @@
 /**
- * `RedisStore`: the shared, persistent cache tier (DESIGN.md §4, §5) on Redis
+ * `RedisStore`: the shared, persistent cache tier (docs/fleet.md, "Redis") on Redis
  * (standalone, Sentinel or Cluster) via ioredis.
  *
  * Key layout: see redis-keys.ts (a record string per URN, which may instead hold

@@ -1,5 +1,5 @@
 /**
- * A directory of YAML / JSON files as the origin of one authority: the spec's
+ * A directory of YAML / JSON files as the origin of one authority: the xDS protocol's
  * filesystem subscription, used as an upstream (`--authority NAME=file://DIR`,
  * or `--default-upstream file://DIR` for legacy names).
  *
@@ -25,7 +25,7 @@
  * canonicalized; context parameters make it a member of the glob with the same
  * parameters), or a plain legacy name when the directory is the default
  * upstream. Its resource type must be the payload's type. Typed JSON is
- * encoded with Envoy's own API protos (src/upstream/envoy-types.ts, loaded on
+ * encoded with Envoy's own API protos (src/proto/envoy-types.ts, loaded on
  * first use); nested `Any`s use `"@type"` too. A list collection
  * (`…/envoy.config.listener.v3.ListenerCollection/…`) is an ordinary resource
  * whose payload lists `entries`, e.g. `- inline_entry: {name, version, resource}`.

@@ -8,7 +8,7 @@
  *       → Cluster (type EDS, eds_config from ADS, service_name, ROUND_ROBIN)
  *         → ClusterLoadAssignment (one locality with weight 1, 127.0.0.1:PORT…)
  *
- * What gRPC insists on (spec 004, and grpc-js-xds' validators): rds and eds
+ * What gRPC insists on (gRFC A27, and grpc-js-xds' validators): rds and eds
  * config sources must be `ads` (or `self`); the router must be the last HTTP
  * filter; a route needs a match with a path specifier; an xdstp Cluster needs
  * a non-empty eds service_name; a locality without load_balancing_weight is
