@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import { splitHostPort } from './address';
-import { parseRedisSpec } from './cache/redis-store';
+import { parseRedisSpec } from './cache/redis-spec';
 import { DEFAULT_PREFIX, validatePrefix } from './cache/redis-keys';
 import { isLogLevel, LOG_LEVELS } from './log';
 import { parseUpstreamUri } from './upstream-uri';
