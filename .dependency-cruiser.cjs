@@ -8,7 +8,7 @@
  *   downstream  client streams, responses, per-client state, status views
  *   hub         the engine: one subscription per canonical key, routing, fan-out
  *   upstream, cache   side by side; neither imports the other
- *   proto, xdstp      wire codecs and resource names
+ *   proto, xdstp, typed-json   wire codecs, resource names, proto3 JSON of Envoy's types
  *   base        address.ts, upstream-uri.ts, log.ts, log-limit.ts, version.ts
  *
  * admin/, metrics.ts and security/ are leaves: the top builds them and hands
@@ -115,11 +115,11 @@ module.exports = {
       to: { path: UPSTREAM },
     },
     {
-      name: 'proto-and-xdstp-are-below-the-flow',
+      name: 'codecs-and-names-are-below-the-flow',
       severity: 'error',
       comment: 'Codecs and names import only each other and base.',
-      from: { path: '^src/(proto|xdstp)/' },
-      to: { path: '^src/', pathNot: '^src/(proto/|xdstp/|address[.]ts$|upstream-uri[.]ts$|log[.]ts$|log-limit[.]ts$|version[.]ts$)' },
+      from: { path: '^src/(proto|xdstp|typed-json)/' },
+      to: { path: '^src/', pathNot: '^src/(proto/|xdstp/|typed-json/|address[.]ts$|upstream-uri[.]ts$|log[.]ts$|log-limit[.]ts$|version[.]ts$)' },
     },
     {
       name: 'base-imports-only-base',

@@ -18,7 +18,7 @@ import yargs from 'yargs';
 import { DeltaAdsClient, openDeltaStream } from '../proto/ads-service';
 import { deltaRequestCodec, deltaResponseCodec, type DeltaDiscoveryResponse, type Duration, type Resource } from '../proto/messages';
 import { runStatus, statusOptions, statusOptionsOf } from '../status';
-import { envoyTypes } from '../proto/envoy-types';
+import { envoyTypes } from '../typed-json/envoy-types';
 import { TTL_CLIENT_FEATURE } from '../proto/xds-names';
 import { isXdstpName, parseUrl, typeUrlOf } from '../xdstp';
 

@@ -25,7 +25,7 @@
  * canonicalized; context parameters make it a member of the glob with the same
  * parameters), or a plain legacy name when the directory is the default
  * upstream. Its resource type must be the payload's type. Typed JSON is
- * encoded with Envoy's own API protos (src/proto/envoy-types.ts, loaded on
+ * encoded with Envoy's own API protos (src/typed-json/envoy-types.ts, loaded on
  * first use); nested `Any`s use `"@type"` too. A list collection
  * (`…/envoy.config.listener.v3.ListenerCollection/…`) is an ordinary resource
  * whose payload lists `entries`, e.g. `- inline_entry: {name, version, resource}`.
@@ -52,7 +52,7 @@ import type { RelayMetrics } from '../metrics';
 import { resourceCodec, type Duration, type Resource } from '../proto/messages';
 import { WILDCARD } from '../proto/xds-names';
 import { formatName, globKeyOf, isXdstpName, parseUrl, parseUrn, typeUrlOf, XdstpNameError } from '../xdstp';
-import { envoyTypes, envoyTypesLoaded, TypedJsonError, type EncodedAny } from '../proto/envoy-types';
+import { envoyTypes, envoyTypesLoaded, TypedJsonError, type EncodedAny } from '../typed-json/envoy-types';
 import type { UpstreamPort, UpstreamSink } from './types';
 
 export interface FileOriginOptions {

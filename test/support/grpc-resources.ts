@@ -1,7 +1,7 @@
 /**
  * The four resources a gRPC xDS client walks for `xds:///SERVICE`, built as
  * Envoy typed JSON and encoded with the real Envoy protos (through the
- * relay's lazily loaded registry, src/upstream/envoy-types.ts):
+ * relay's lazily loaded registry, src/typed-json/envoy-types.ts):
  *
  *   Listener  (api_listener: HttpConnectionManager, rds from ADS, router filter)
  *     → RouteConfiguration (one virtual host, domains ["*"], prefix "" → cluster)
@@ -15,7 +15,7 @@
  * ignored. gRPC reads a resource's name from the payload itself (Listener.name,
  * ClusterLoadAssignment.cluster_name …), so it must be exactly the name asked for.
  */
-import { envoyTypes } from '../../src/proto/envoy-types';
+import { envoyTypes } from '../../src/typed-json/envoy-types';
 import { CLUSTER, ENDPOINT, LISTENER, ROUTE, xdstp } from './names';
 
 export const HTTP_CONNECTION_MANAGER =
