@@ -11,7 +11,7 @@ import { defaultNodeId, startRelay } from './relay';
 import { runStatus, statusOptions, statusOptionsOf } from './status';
 import { DEFAULT_LIMITS, LIMIT_FLAGS } from './security/limits';
 import { relayVersion } from './version';
-import { rebaseConfigFileUris } from './upstream/uri';
+import { rebaseConfigFileUris } from './upstream-uri';
 import {
   isValidateInvocation,
   problemsOfConfigErrors,

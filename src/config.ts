@@ -1,9 +1,9 @@
 import * as fs from 'node:fs';
 import { splitHostPort } from './address';
-import { parseRedisSpec } from './cache/redis-store';
+import { parseRedisSpec } from './cache/redis-spec';
 import { DEFAULT_PREFIX, validatePrefix } from './cache/redis-keys';
 import { isLogLevel, LOG_LEVELS } from './log';
-import { parseUpstreamUri } from './upstream/uri';
+import { parseUpstreamUri } from './upstream-uri';
 
 /** Every default of the relay's options, in one place (the CLI shows them, config and relay use them). */
 export const DEFAULTS = {

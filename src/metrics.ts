@@ -1,6 +1,4 @@
 import * as client from 'prom-client';
-import type { DropReason, RejectReason } from './hub/routing';
-import type { UpstreamNackReason } from './upstream/response-check';
 import { SecurityMetrics } from './security/metrics';
 import { relayVersion } from './version';
 
@@ -18,6 +16,12 @@ function values<K extends string>(all: Record<K, true>): K[] {
   return Object.keys(all) as K[];
 }
 
+/** Why a subscription was refused (the label values of xdstp_relay_rejected_subscriptions_total). */
+export type RejectReason = 'malformed' | 'unknown_authority' | 'type_mismatch' | 'no_default_upstream' | 'directive';
+/** Why an upstream resource was not forwarded (besides `unsubscribed`). */
+export type DropReason = 'malformed' | 'foreign_authority' | 'type_mismatch';
+/** Why the relay NACKed an upstream response. */
+export type UpstreamNackReason = 'undecodable' | 'duplicate_name' | 'added_and_removed' | 'type_mismatch';
 const DROP_REASONS = values<DropReason | 'unsubscribed'>({ unsubscribed: true, malformed: true, foreign_authority: true, type_mismatch: true });
 const REJECT_REASONS = values<RejectReason>({ malformed: true, unknown_authority: true, type_mismatch: true, no_default_upstream: true, directive: true });
 const UPSTREAM_NACK_REASONS = values<UpstreamNackReason>({ undecodable: true, duplicate_name: true, added_and_removed: true, type_mismatch: true });

@@ -22,13 +22,13 @@ import { RelayMetrics } from './metrics';
 import type { Node } from './proto/messages';
 import { createDownstreamSecurity, type DownstreamSecurity } from './security/downstream';
 import { peerIdentity } from './security/identity';
-import { ALLOW_ALL, PolicyStore, type JoinAuthorizer } from './security/policy';
-import { upstreamChannels } from './security/upstream-channels';
+import { ALLOW_ALL, PolicyStore, type ClientAuthorizer as JoinAuthorizer } from './security/policy';
+import { upstreamChannels } from './upstream/upstream-channels';
 import type { UpstreamTlsSpec } from './security/tls';
 import { RelayFleet } from './fleet/fleet';
 import { FileOrigin } from './upstream/file-origin';
 import { GrpcUpstream } from './upstream/grpc-upstream';
-import { parseUpstreamUri } from './upstream/uri';
+import { parseUpstreamUri } from './upstream-uri';
 import { relayVersion } from './version';
 
 export interface RunningRelay {

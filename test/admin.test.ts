@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
 import { createLogger } from '../src/log';
-import { envoyTypes } from '../src/proto/envoy-types';
+import { envoyTypes } from '../src/typed-json/envoy-types';
 import { LISTENER, xdstp, keyOf } from './support/names';
 import { metricValue, pollUntil, withAdminRelay, type HttpReply } from './support/admin';
 

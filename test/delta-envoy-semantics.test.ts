@@ -1,7 +1,7 @@
 /**
  * Delta xDS as Envoy and real control planes behave, through the one
- * subscription engine. Each test is one rule from the protocol text (spec 001, "how a
- * client specifies resources", "unsubscribing", "knowing when a resource
+ * subscription engine. Each test is one rule from the xDS protocol documentation
+ * (envoyproxy.io: "how a client specifies resources", "unsubscribing", "knowing when a resource
  * does not exist") or from what Envoy does, over real gRPC.
  */
 import { test } from 'node:test';

@@ -9,7 +9,7 @@ import { EventEmitter } from 'node:events';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import YAML from 'yaml';
-import { envoyTypes } from '../src/proto/envoy-types';
+import { envoyTypes } from '../src/typed-json/envoy-types';
 import { assertWellFormed } from './support/assertions';
 import { cleanEnv, spawnCli, type SpawnedCli } from './support/cli';
 import { DeltaClient } from './support/delta-client';

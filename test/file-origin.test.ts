@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as path from 'node:path';
 import type { DeltaDiscoveryResponse } from '../src/proto/messages';
-import { envoyTypes } from '../src/proto/envoy-types';
+import { envoyTypes } from '../src/typed-json/envoy-types';
 import { assertWellFormed } from './support/assertions';
 import {
   cluster,

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RedisKeyLayout, hashTag, isGlobKey, parentGlobOf, tagOf, validatePrefix } from '../src/cache/redis-keys';
-import { parseRedisSpec } from '../src/cache/redis-store';
+import { parseRedisSpec } from '../src/cache/redis-spec';
 
 test('parent glob replaces the last id segment by * and keeps the context parameters', () => {
   assert.equal(parentGlobOf('xdstp://a/T/svc/x?p=1&q=2'), 'xdstp://a/T/svc/*?p=1&q=2');

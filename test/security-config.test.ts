@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { validateOptions, type AuthoritySpec } from '../src/config';
 import { checkSecurity, mergeUpstreamTls } from '../src/security/config';
 import { DEFAULT_LIMITS } from '../src/security/limits';
-import { parseUpstreamUri } from '../src/upstream/uri';
+import { parseUpstreamUri } from '../src/upstream-uri';
 import { TestPki, opensslSkip, type IssuedCert } from './support/certs';
 import { runCliToExit } from './support/cli';
 

@@ -1,6 +1,6 @@
 /**
  * State-of-the-world ADS (StreamAggregatedResources) as the protocol text
- * describes it (spec 001/002), over real gRPC with a raw SotW client. The
+ * describes it (the xDS protocol documentation, envoyproxy.io), over real gRPC with a raw SotW client. The
  * real gRPC client is exercised in relay-sotw-grpc.test.ts.
  */
 import { test } from 'node:test';

@@ -16,7 +16,7 @@ import { SOTW_ADS_PATH, adsServiceDefinition } from '../../src/proto/ads-service
 import { encodeDeltaResponse } from '../../src/proto/delta-response';
 import { encodeSotwResponse } from '../../src/proto/sotw-response';
 import { lenField, stringField } from '../../src/proto/wire';
-import type { AdsProtocol } from '../loadgen/protocol';
+import type { AdsProtocol } from '../lib/protocol';
 import { TYPE_URL, stampedVersion } from '../lib/names';
 import { encodeResource, payloadOf, stampedPayloadOf } from '../origin';
 

@@ -18,7 +18,7 @@ import type {
   StallStateResult,
   SyncResult,
   WindowSpec,
-} from '../loadgen/protocol';
+} from './protocol';
 
 /** dist/bench/lib → dist/src/cli.js */
 export const CLI_PATH = path.resolve(__dirname, '..', '..', 'src', 'cli.js');

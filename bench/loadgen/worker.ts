@@ -22,7 +22,7 @@ import type {
   RoundResult,
   StallStateResult,
   SyncResult,
-} from './protocol';
+} from '../lib/protocol';
 
 const MARK = Buffer.from('@@T', 'latin1');
 const SEMI = 0x3b;

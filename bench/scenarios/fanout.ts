@@ -18,7 +18,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { BenchOrigin } from '../origin';
 import type { BenchContext, ScenarioResult } from '../lib/context';
-import type { AdsProtocol } from '../loadgen/protocol';
+import type { AdsProtocol } from '../lib/protocol';
 import { fanGlob, fanMember, stampedVersion, type Plan } from '../lib/names';
 import { cpuSettled, nowUs, sleep } from '../lib/proc';
 import { GenPool, metricValue, startCeiling, startRelay, type CeilingProc, type RelayProc } from '../lib/servers';

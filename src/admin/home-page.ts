@@ -9,7 +9,7 @@
 import type { ClientSummary, ClientTypeStatus } from './client-summary';
 import { CLIENT_TYPE_STATUSES } from './client-summary';
 import type { UpstreamInfo } from './debug';
-import type { Readiness } from './routes';
+import type { Readiness } from './readiness';
 
 export interface LimitCount {
   /** Metric name. */

@@ -3,6 +3,7 @@
  * parts. GETs only read; the two POSTs are the only state changes (drain,
  * log level).
  */
+import type { Readiness } from './readiness';
 import type { MemoryCache } from '../cache/memory-cache';
 import type { SharedStore } from '../cache/types';
 import type { DrainResult } from '../downstream/drain';
@@ -56,20 +57,7 @@ export interface AdminParts {
 /** Known upstream states; grows (boundedly) with states other upstream kinds report. */
 const UPSTREAM_STATES = ['idle', 'connecting', 'ready', 'backoff', 'closed'];
 
-export interface Readiness {
-  ready: boolean;
-  listening: boolean;
-  draining: boolean;
-  /** At least one upstream has a ready stream (or there are none). */
-  upstreamConnected: boolean;
-  /** The cache can answer without upstream: resources held in memory, or a healthy shared tier. */
-  cacheCanServe: boolean;
-  upstreams: Record<string, { connected: boolean; state: string }>;
-  cachedResources: number;
-  sharedTier: 'none' | 'healthy' | 'unavailable';
-  /** Redis (the shared tier): reachable, not reachable (serving from memory and upstream), or not configured. */
-  redis: 'up' | 'down' | 'off';
-}
+export type { Readiness };
 
 /** Ready = listening, not draining, and either an upstream is connected or the cache can serve. */
 export function readiness(parts: AdminParts): Readiness {

@@ -1,5 +1,5 @@
 /**
- * Warm start from the shared tier (DESIGN.md §5).
+ * Warm start from the shared tier (docs/fleet.md, "Redis").
  *
  * Before any upstream stream opens, every resource stored in Redis under the
  * relay's prefix is put into the in-process cache (L1), so that

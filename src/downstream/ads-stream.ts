@@ -7,14 +7,13 @@ import { WarnLimiter } from '../log-limit';
 import type { RelayMetrics } from '../metrics';
 import type { Node } from '../proto/messages';
 import { RequestError } from '../proto/requests';
+import { TTL_CLIENT_FEATURE } from '../proto/xds-names';
 import type { StreamLimits } from '../security/limits';
 import { TokenBucket } from '../security/token-bucket';
 import { watchTruncation } from './framing';
 import { sendGoaway } from './goaway';
 import type { RequestScheduler, ScheduledWork } from './request-scheduler';
 import { SubscriptionState, type OutgoingResponse, type ResponseBuilder, type StreamPort } from './subscription-state';
-
-export const TTL_CLIENT_FEATURE = 'xds.config.supports-resource-ttl';
 
 export const LISTENER_TYPE = 'type.googleapis.com/envoy.config.listener.v3.Listener';
 export const CLUSTER_TYPE = 'type.googleapis.com/envoy.config.cluster.v3.Cluster';

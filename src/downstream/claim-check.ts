@@ -1,7 +1,7 @@
 import type { CacheEntry } from '../cache/memory-cache';
 import type { FanOut } from '../hub/fan-out';
-import type { Subscription } from '../hub/subscription';
-import type { Spellings, SubscriptionPort, WatchUpdate, Watcher } from '../hub/types';
+import type { Spellings, Subscription, WatchUpdate, Watcher } from '../hub/subscription';
+import type { SubscriptionPort } from '../hub/types';
 
 /** What a claim check reports: the member's current content, or undefined when it does not exist. */
 export type ClaimAnswer = (name: string, entry: CacheEntry | undefined, fan: FanOut) => void;

@@ -5,14 +5,12 @@ import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
 import { splitResource, type ResourceParts } from '../proto/resource-bytes';
 import type { ResourceErrorInfo } from '../proto/resource-error';
+import { RESOURCE_LOCATOR_TYPE, WILDCARD } from '../proto/xds-names';
 import type { UpstreamPort, UpstreamSink, UpstreamUpdate } from '../upstream/types';
 import { FanOut } from './fan-out';
-import { WILDCARD, isRejection, legacyKey, type DropReason, type ResourceKey, type Router } from './routing';
-import { Subscription } from './subscription';
-import { forEachSpelling, type JoinAuthorizer, type JoinRefusal, type Spellings, type SubscriptionPort, type WatchUpdate, type Watcher } from './types';
-
-/** Payloads of this type are redirects (glob members may be redirected, spec 000). */
-const RESOURCE_LOCATOR_TYPE = 'type.googleapis.com/xds.core.v3.ResourceLocator';
+import { isRejection, legacyKey, type DropReason, type ResourceKey, type Router } from './routing';
+import { forEachSpelling, Subscription, type Spellings, type WatchUpdate, type Watcher } from './subscription';
+import type { JoinAuthorizer, JoinRefusal, SubscriptionPort } from './types';
 
 /** google.rpc.Code values the engine treats specially in upstream resource_errors. */
 const NOT_FOUND = 5;

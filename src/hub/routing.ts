@@ -1,3 +1,4 @@
+import type { DropReason, RejectReason } from '../metrics';
 import {
   XdstpNameError,
   canonicalUrl,
@@ -8,6 +9,7 @@ import {
   parseUrn,
   typeUrlOf,
 } from '../xdstp';
+import { WILDCARD } from '../proto/xds-names';
 
 export type SubscriptionKind = 'singleton' | 'glob' | 'legacy' | 'wildcard';
 
@@ -21,7 +23,6 @@ export interface Route {
   readonly upstreamName: string;
 }
 
-export type RejectReason = 'malformed' | 'unknown_authority' | 'type_mismatch' | 'no_default_upstream' | 'directive';
 
 export interface Rejection {
   reason: RejectReason;
@@ -37,9 +38,10 @@ export interface ResourceKey {
   collection: string;
 }
 
-export type DropReason = 'malformed' | 'foreign_authority' | 'type_mismatch';
 
-export const WILDCARD = '*';
+// Re-exported for the modules that import them from here.
+export { WILDCARD };
+export type { DropReason, RejectReason };
 
 export function legacyKey(typeUrl: string, name: string): string {
   return `legacy:${typeUrl}:${name}`;

@@ -1,6 +1,53 @@
-import type { SubscriptionKind } from './routing';
+import type { CacheEntry } from '../cache/memory-cache';
+import type { ResourceErrorInfo } from '../proto/resource-error';
 import type { UpstreamPort } from '../upstream/types';
-import type { Spellings, Watcher } from './types';
+import type { FanOut } from './fan-out';
+import type { SubscriptionKind } from './routing';
+
+/** The spellings one watcher used for one key: usually one string, an array when it used several. */
+export type Spellings = string | readonly string[];
+
+/**
+ * What the engine tells a watcher about one of its subscriptions: a few
+ * tagged updates, each one rule of what the client holds. Never bytes or
+ * nonces: what to send and how to encode it is the watcher's business.
+ *
+ * `keepHeld` (on changed and does-not-exist): the news may be older than what
+ * the client holds (fleet mode, upstream away) — a client holding another
+ * version keeps it.
+ */
+export type WatchUpdate =
+  /** `entry` is the current content of the singleton (sent under each spelling), or of a member of the collection (sent under entry.name). */
+  | { readonly kind: 'changed'; readonly entry: CacheEntry; readonly keepHeld: boolean }
+  /** Does not exist: the singleton; `member` of the collection; or, without a member, the collection is empty. */
+  | { readonly kind: 'does-not-exist'; readonly member: string | undefined; readonly keepHeld: boolean }
+  /** The control plane reported an error for `name` (the singleton, or a member of the collection). */
+  | { readonly kind: 'error'; readonly name: string; readonly error: ResourceErrorInfo }
+  /** A TTL heartbeat of the singleton's current version (no payload). */
+  | { readonly kind: 'heartbeat'; readonly entry: CacheEntry }
+  /** The collection's content is now complete (the upstream answered it): `members` is all of it. */
+  | { readonly kind: 'complete'; readonly members: readonly CacheEntry[] }
+  /** The engine dropped the watcher's spellings (policy change, a name the control plane cannot take); `members`: the collection's, if any. */
+  | { readonly kind: 'withdrawn'; readonly members: readonly CacheEntry[] };
+
+/** A party interested in keys (one client stream's state for one type URL). */
+export interface Watcher {
+  readonly typeUrl: string;
+  /** Who the client is, for authorization on join (undefined = unknown). */
+  readonly identity: string | undefined;
+  /**
+   * One update of `sub`, whose spellings this watcher used are `spellings`.
+   * Returns false only for a `changed` with `keepHeld` that the client does
+   * not take (it holds another version): the engine then asks the upstream.
+   */
+  update(sub: Subscription, spellings: Spellings, update: WatchUpdate, fan: FanOut): boolean;
+}
+
+export function forEachSpelling(spellings: Spellings, fn: (s: string) => void): void {
+  if (typeof spellings === 'string') fn(spellings);
+  else for (const s of spellings) fn(s);
+}
+
 
 /** One deduplicated subscription: every watcher that asked for the same canonical key. */
 export class Subscription {
@@ -11,8 +58,6 @@ export class Subscription {
   refetch = false;
   /** A collection whose content the upstream has answered since it was subscribed. */
   answered = false;
-  /** Time the upstream subscription was made (ms since the epoch), for status views. */
-  readonly since = Date.now();
 
   constructor(
     readonly key: string,

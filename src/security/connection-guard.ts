@@ -28,7 +28,7 @@ import * as net from 'node:net';
 import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../log';
 import { WarnLimiter } from '../log-limit';
-import type { SecurityMetrics } from './metrics';
+import type { CutReason, SecurityMetrics } from './metrics';
 import { TokenBucket } from './token-bucket';
 
 export interface ConnectionLimits {
@@ -53,7 +53,6 @@ export const SETTINGS_PER_SECOND = 2;
 export const RESET_BURST = 100;
 export const RESETS_PER_SECOND = 10;
 
-export type CutReason = 'ping_flood' | 'settings_flood' | 'rapid_reset' | 'oversized_message' | 'handshake_timeout';
 
 const GRPC_RESOURCE_EXHAUSTED = '8';
 

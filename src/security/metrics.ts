@@ -1,6 +1,7 @@
 import * as client from 'prom-client';
-import type { CutReason } from './connection-guard';
 
+/** Why the connection guard cut a connection (the label values of its counter). */
+export type CutReason = 'ping_flood' | 'settings_flood' | 'rapid_reset' | 'oversized_message' | 'handshake_timeout';
 const CUT_REASONS: Record<CutReason, true> = { ping_flood: true, settings_flood: true, rapid_reset: true, oversized_message: true, handshake_timeout: true };
 
 /**

@@ -23,8 +23,11 @@ import YAML from 'yaml';
 import type { Logger } from '../log';
 import { FilePoller } from './file-poller';
 
-/** The join check the hub calls before a client's subscription joins. */
-export interface JoinAuthorizer {
+/**
+ * What a client may do: join a subscription (the engine's JoinAuthorizer is
+ * the first part), call CSDS, be known by its node id.
+ */
+export interface ClientAuthorizer {
   /** authority: xdstp authority, or null for legacy names (the policy's "" authority). */
   allows(identity: string | undefined, typeUrl: string, authority: string | null, name: string): boolean;
   /** May this client call the CSDS service? */
@@ -34,7 +37,7 @@ export interface JoinAuthorizer {
 }
 
 /** No policy: everything is allowed, node ids are not identities (nothing needs them). */
-export const ALLOW_ALL: JoinAuthorizer = {
+export const ALLOW_ALL: ClientAuthorizer = {
   allows: () => true,
   allowsCsds: () => true,
   allowNodeIdIdentity: false,
@@ -119,7 +122,7 @@ function typeMatches(rule: Rule, typeUrl: string): boolean {
 }
 
 /** A parsed policy. */
-export class Policy implements JoinAuthorizer {
+export class Policy implements ClientAuthorizer {
   private constructor(
     readonly allowNodeIdIdentity: boolean,
     private readonly rules: readonly Rule[],
@@ -191,11 +194,11 @@ export interface PolicyStoreEvents {
 }
 
 /**
- * The policy in force, reloaded when its file changes. A JoinAuthorizer that
+ * The policy in force, reloaded when its file changes. A ClientAuthorizer that
  * always answers with the current policy; `change` fires after a successful
  * reload, so subscriptions the new policy denies can be withdrawn.
  */
-export class PolicyStore extends EventEmitter<PolicyStoreEvents> implements JoinAuthorizer {
+export class PolicyStore extends EventEmitter<PolicyStoreEvents> implements ClientAuthorizer {
   private current: Policy;
   private readonly poller: FilePoller;
 

@@ -18,7 +18,8 @@ import { DeltaAdsClient, openDeltaStream } from '../proto/ads-service';
 import { deltaRequestCodec, deltaResponseCodec, type DeltaDiscoveryResponse, type Duration, type Resource } from '../proto/messages';
 import { runStatus, statusOptions, statusOptionsOf } from '../status';
 import { clientChannel, type ClientTls } from '../security/client-channel';
-import { envoyTypes } from '../proto/envoy-types';
+import { envoyTypes } from '../typed-json/envoy-types';
+import { TTL_CLIENT_FEATURE } from '../proto/xds-names';
 import { isXdstpName, parseUrl, typeUrlOf } from '../xdstp';
 
 const TYPE_ALIASES: Record<string, string> = {
@@ -135,7 +136,7 @@ function subscribe(args: {
       req.node = {
         id: args.nodeId,
         user_agent_name: 'xdstp-relay-xds-client',
-        client_features: ['xds.config.supports-resource-ttl'],
+        client_features: [TTL_CLIENT_FEATURE],
       };
       first = false;
     }

@@ -59,7 +59,7 @@ export interface GrpcUpstreamOptions {
   settleMs?: number;
   /** How long a rejected (poison) name is answered as rejected without asking the control plane again (default 5 min). */
   rejectedRetryMs?: number;
-  /** Credentials and channel options per target (security/upstream-channels.ts); default plaintext. */
+  /** Credentials and channel options per target (upstream/upstream-channels.ts); default plaintext. */
   channelFor?: (target: string) => ChannelSetup;
 }
 

@@ -6,12 +6,11 @@
 import { DeltaResponseError, scanDeltaResponse } from '../proto/delta-response';
 import { splitResource } from '../proto/resource-bytes';
 import { WireError } from '../proto/wire';
+import { RESOURCE_LOCATOR_TYPE } from '../proto/xds-names';
 import type { UpstreamResourceError } from './types';
 
-/** Payloads of this type are redirects (glob members may be redirected, spec 000); any response type may carry them. */
-export const RESOURCE_LOCATOR_TYPE = 'type.googleapis.com/xds.core.v3.ResourceLocator';
-
-export type UpstreamNackReason = 'undecodable' | 'duplicate_name' | 'added_and_removed' | 'type_mismatch';
+import type { UpstreamNackReason } from '../metrics';
+export type { UpstreamNackReason };
 
 export interface AcceptedResponse {
   ok: true;

@@ -1,21 +1,21 @@
 /**
  * The four resources a gRPC xDS client walks for `xds:///SERVICE`, built as
  * Envoy typed JSON and encoded with the real Envoy protos (through the
- * relay's lazily loaded registry, src/upstream/envoy-types.ts):
+ * relay's lazily loaded registry, src/typed-json/envoy-types.ts):
  *
  *   Listener  (api_listener: HttpConnectionManager, rds from ADS, router filter)
  *     → RouteConfiguration (one virtual host, domains ["*"], prefix "" → cluster)
  *       → Cluster (type EDS, eds_config from ADS, service_name, ROUND_ROBIN)
  *         → ClusterLoadAssignment (one locality with weight 1, 127.0.0.1:PORT…)
  *
- * What gRPC insists on (spec 004, and grpc-js-xds' validators): rds and eds
+ * What gRPC insists on (gRFC A27, and grpc-js-xds' validators): rds and eds
  * config sources must be `ads` (or `self`); the router must be the last HTTP
  * filter; a route needs a match with a path specifier; an xdstp Cluster needs
  * a non-empty eds service_name; a locality without load_balancing_weight is
  * ignored. gRPC reads a resource's name from the payload itself (Listener.name,
  * ClusterLoadAssignment.cluster_name …), so it must be exactly the name asked for.
  */
-import { envoyTypes } from '../../src/proto/envoy-types';
+import { envoyTypes } from '../../src/typed-json/envoy-types';
 import { CLUSTER, ENDPOINT, LISTENER, ROUTE, xdstp } from './names';
 
 export const HTTP_CONNECTION_MANAGER =

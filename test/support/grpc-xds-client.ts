@@ -21,7 +21,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { envoyTypes } from '../../src/proto/envoy-types';
+import { envoyTypes } from '../../src/typed-json/envoy-types';
 import type { ChildEvent, ChildReply, ChildRequest } from './grpc-xds-child';
 import { sleep, waitUntil } from './wait';
 

@@ -1,6 +1,6 @@
 import type { Logger } from '../log';
-import { parseUpstreamUri } from '../upstream/uri';
-import { insecureChannel, UpstreamTls, type ChannelSetup, type UpstreamTlsSpec } from './tls';
+import { parseUpstreamUri } from '../upstream-uri';
+import { insecureChannel, UpstreamTls, type ChannelSetup, type UpstreamTlsSpec } from '../security/tls';
 
 /**
  * How to reach each server of one authority: `grpcs://` targets over TLS with

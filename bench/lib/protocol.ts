@@ -1,5 +1,5 @@
-/** IPC between the coordinator (bench/run.ts) and load generator processes (worker.ts). */
-import type { Plan } from '../lib/names';
+/** IPC between the coordinator (bench/run.ts) and load generator processes (bench/loadgen/worker.ts). */
+import type { Plan } from './names';
 
 export interface WindowSpec {
   /** SETTINGS_INITIAL_WINDOW_SIZE (per-stream receive window). */

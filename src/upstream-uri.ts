@@ -1,5 +1,5 @@
 import * as path from 'node:path';
-import { splitHostPort } from '../address';
+import { splitHostPort } from './address';
 
 /** A parsed upstream URI: `grpc://host:port`, `grpcs://host:port` (TLS) or `file://DIR`. */
 export type UpstreamUri = { scheme: 'grpc' | 'grpcs'; target: string } | { scheme: 'file'; path: string };

@@ -1,0 +1,109 @@
+/**
+ * The subscription engine alone (test/support/engine-harness.ts): one upstream
+ * subscription per key, fan-out of upstream changes, the cache, markers and
+ * policy changes.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { FanOut } from '../src/hub/fan-out';
+import { CLUSTER, LISTENER } from './support/names';
+import { L, setup } from './support/engine-harness';
+
+test('engine: two watchers of one key make one upstream subscription; the last to leave releases it', () => {
+  const { a, client } = setup();
+  const c1 = client();
+  const c2 = client();
+  c1.subscribe([L('x')]);
+  c2.subscribe([L('x')]);
+  assert.equal(a.subscribed.get(L('x')), 1);
+  c1.unsubscribe([L('x')]);
+  assert.deepEqual(a.unsubscribed, []);
+  c2.unsubscribe([L('x')]);
+  assert.deepEqual(a.unsubscribed, [L('x')]);
+});
+
+test('engine: an upstream change reaches exactly the watchers whose keys match, encoded once', () => {
+  const { a, client, push, metrics } = setup();
+  const c1 = client();
+  const c2 = client();
+  const other = client();
+  c1.subscribe([L('x')]);
+  c2.subscribe([L('x')]);
+  other.subscribe([L('y')]);
+  const before = (metrics.responsesEncoded as unknown as { hashMap: Record<string, { value: number }> }).hashMap[''].value;
+  push(a, LISTENER, [[L('x'), 'v1']]);
+  assert.equal(c1.stream.sent.length, 1);
+  assert.equal(c2.stream.sent.length, 1);
+  assert.equal(other.stream.sent.length, 0);
+  assert.equal(c1.stream.sent[0], c2.stream.sent[0], 'one shared response');
+  const after = (metrics.responsesEncoded as unknown as { hashMap: Record<string, { value: number }> }).hashMap[''].value;
+  assert.equal(after - before, 1);
+});
+
+test('engine: an unsubscribed resource from upstream is never forwarded', () => {
+  const { a, client, push } = setup();
+  const c = client();
+  c.subscribe([L('x')]);
+  push(a, LISTENER, [[L('not-asked'), 'v1']]);
+  assert.equal(c.stream.sent.length, 0);
+});
+
+test('engine: a new watcher of a cached key is answered from the cache without asking upstream again', () => {
+  const { a, client, push } = setup();
+  const c1 = client();
+  c1.subscribe([L('g/*')]);
+  push(a, LISTENER, [[L('g/m1'), 'v1'], [L('g/m2'), 'v1']]);
+  const c2 = client();
+  c2.subscribe([L('g/*')]);
+  assert.equal(a.subscribed.get(L('g/*')), 1);
+  assert.deepEqual(c2.stream.decoded()[0].resources!.map((r) => r.name).sort(), [L('g/m1'), L('g/m2')]);
+});
+
+test('engine: a does-not-exist marker ends with its subscription', () => {
+  const { a, client, push, store } = setup();
+  const c = client();
+  c.subscribe([L('x')]);
+  push(a, LISTENER, [], [L('x')]);
+  assert.ok(store.isAbsent(L('x')));
+  c.unsubscribe([L('x')]);
+  assert.ok(!store.isAbsent(L('x')));
+});
+
+test('engine: a removed glob member leaves no marker when no one subscribes to it alone', () => {
+  const { a, client, push, store } = setup();
+  const c = client();
+  c.subscribe([L('g/*')]);
+  push(a, LISTENER, [[L('g/m1'), 'v1'], [L('g/m2'), 'v1']]);
+  push(a, LISTENER, [], [L('g/m1')]);
+  assert.ok(!store.isAbsent(L('g/m1')));
+  assert.deepEqual(c.stream.decoded().at(-1)!.removed_resources, [L('g/m1')]);
+});
+
+test('engine: a policy change withdraws what the new policy denies', () => {
+  const { a, client, push, engine } = setup();
+  let allowed = true;
+  (engine as unknown as { opts: { authorizer: unknown } }).opts.authorizer = { allows: () => allowed };
+  const c = client();
+  c.subscribe([L('x')]);
+  push(a, LISTENER, [[L('x'), 'v1']]);
+  allowed = false;
+  assert.equal(engine.reauthorize(), 1);
+  assert.deepEqual(c.stream.decoded().at(-1)!.removed_resources, [L('x')]);
+  assert.deepEqual(a.unsubscribed, [L('x')]);
+});
+
+test('engine: an answer to an explicit legacy name does not count as the wildcard answer, so a reconnecting wildcard client loses nothing', () => {
+  const { legacy, client, push } = setup({ defaultUpstream: true });
+  const explicit = client(CLUSTER);
+  explicit.subscribe(['x']);
+  const wildcard = client(CLUSTER);
+  const fan = new FanOut();
+  wildcard.state.setInitialVersions(new Map([['x', 'v0'], ['y', 'v1']]));
+  wildcard.state.subscribe(['*'], fan, new Map([['x', 'v0'], ['y', 'v1']]));
+  fan.finish();
+  push(legacy, CLUSTER, [['x', 'v1']]);
+  const removed = (): string[] => wildcard.stream.decoded().flatMap((r) => r.removed_resources ?? []);
+  assert.deepEqual(removed(), [], 'y is not removed on a guess');
+  push(legacy, CLUSTER, [['z', 'v1']]);
+  assert.deepEqual(removed(), ['y'], 'the wildcard answer (a resource only it covers) reconciles');
+});

@@ -1,0 +1,117 @@
+/**
+ * A client's SubscriptionState and the responses it sends, over the engine
+ * alone (test/support/engine-harness.ts): refusals, NACKs, slow clients,
+ * state-of-the-world encodings shared between clients, chunking.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { discoveryResponseCodec } from '../src/proto/messages';
+import { chunkBySize } from '../src/downstream/responses';
+import { LISTENER } from './support/names';
+import { L, setup } from './support/engine-harness';
+
+test('state: a refused name is answered in removed_resources and reported to the stream', () => {
+  const { client } = setup();
+  const c = client();
+  c.subscribe(['legacy-name']);
+  assert.deepEqual(c.stream.refusals, ['legacy-name']);
+  assert.deepEqual(c.stream.decoded()[0].removed_resources, ['legacy-name']);
+});
+
+test('state: a NACKed version is not sent again; a newer one is', () => {
+  const { a, client, push } = setup();
+  const c = client();
+  c.subscribe([L('x')]);
+  push(a, LISTENER, [[L('x'), 'v1']]);
+  c.state.nack(c.stream.sent[0].nonce, 'bad listener');
+  assert.equal(c.state.rejected?.get(L('x'))?.version, 'v1');
+  push(a, LISTENER, [[L('x'), 'v1']]);
+  assert.equal(c.stream.sent.length, 1, 'the rejected version is not resent');
+  push(a, LISTENER, [[L('x'), 'v2']]);
+  assert.equal(c.stream.sent.length, 2);
+  c.state.ack(c.stream.sent[1].nonce);
+  assert.equal(c.state.rejected, undefined);
+});
+
+test('state: a slow client gets the latest version per name in one response when it reads again', () => {
+  const { a, client, push } = setup();
+  const c = client();
+  c.subscribe([L('g/*')]);
+  push(a, LISTENER, [[L('g/m1'), 'v1']]);
+  c.state.ack(c.stream.sent[0].nonce);
+  c.stream.blocked = true;
+  push(a, LISTENER, [[L('g/m1'), 'v2']]);
+  push(a, LISTENER, [[L('g/m1'), 'v3'], [L('g/m2'), 'v1']]);
+  assert.equal(c.stream.sent.length, 1);
+  assert.deepEqual(c.state.clientView(L('g/m1')), { version: 'v1', pending: true }, 'the client still has v1');
+  c.stream.blocked = false;
+  c.state.drainBacklog();
+  assert.equal(c.stream.sent.length, 2);
+  const last = c.stream.decoded()[1];
+  assert.deepEqual(
+    last.resources!.map((r) => `${r.name}@${r.version}`).sort(),
+    [`${L('g/m1')}@v3`, `${L('g/m2')}@v1`],
+  );
+});
+
+test('state (SotW): Listener responses carry the whole state of the world; a deletion is an omission', () => {
+  const { a, client, push } = setup();
+  const c = client(LISTENER, 'sotw');
+  c.subscribe([L('x'), L('y')]);
+  push(a, LISTENER, [[L('x'), 'v1'], [L('y'), 'v1']]);
+  push(a, LISTENER, [[L('y'), 'v2']]);
+  const last = discoveryResponseCodec.decode(c.stream.sent.at(-1)!.bytes);
+  assert.equal(last.resources!.length, 2, 'both listeners, though only y changed');
+  push(a, LISTENER, [], [L('x')]);
+  const afterDelete = discoveryResponseCodec.decode(c.stream.sent.at(-1)!.bytes);
+  assert.equal(afterDelete.resources!.length, 1);
+  assert.equal(afterDelete.version_info, afterDelete.nonce);
+});
+
+test('responses: chunking keeps runs under the limit and puts an oversized item alone', () => {
+  const chunks = chunkBySize([3, 3, 3, 10, 1], (n) => n, 6);
+  assert.deepEqual(chunks, [[3, 3], [3], [10], [1]]);
+  assert.deepEqual(chunkBySize([], (n: number) => n, 6), [[]]);
+});
+
+test('state (SotW): clients with the same state of the world share one encoding', () => {
+  const { a, client, push } = setup();
+  const c1 = client(LISTENER, 'sotw');
+  const c2 = client(LISTENER, 'sotw');
+  c1.subscribe([L('y'), L('x')]);
+  c2.subscribe([L('x'), L('y')]);
+  push(a, LISTENER, [[L('x'), 'v1'], [L('y'), 'v1']]);
+  push(a, LISTENER, [[L('x'), 'v2']]);
+  assert.equal(c1.stream.sent.at(-1), c2.stream.sent.at(-1));
+});
+
+test('responses: clients asking one after another for the same large set share one encoding, never a nonce twice on a stream', () => {
+  const { a, client, push } = setup();
+  const first = client();
+  first.subscribe([L('g/*')]);
+  push(a, LISTENER, Array.from({ length: 10 }, (_, i): [string, string] => [L(`g/m${i}`), 'v1']));
+  const second = client();
+  second.subscribe([L('g/*')]);
+  const third = client();
+  third.subscribe([L('g/*')]);
+  assert.equal(second.stream.sent[0], third.stream.sent[0], 'one shared encoding for both answers');
+  // The same client asking again gets the same content under a new nonce.
+  second.subscribe([L('g/*')]);
+  assert.equal(second.stream.sent.length, 2);
+  assert.notEqual(second.stream.sent[1].nonce, second.stream.sent[0].nonce);
+  assert.equal(second.stream.decoded()[1].resources!.length, 10);
+});
+
+test('state: re-subscribing a glob resends its members, and a member subscribed under another spelling stays held', () => {
+  const { client, push, a } = setup();
+  const c = client();
+  const spelled = L('g/m?k=1&j=2');
+  c.subscribe([spelled, L('g/*?j=2&k=1')]);
+  push(a, LISTENER, [[L('g/m?j=2&k=1'), 'v1']]);
+  assert.equal(c.state.held.get(spelled), 'v1');
+  const before = c.stream.sent.length;
+  c.subscribe([L('g/*?j=2&k=1')]);
+  const resent = c.stream.decoded().slice(before).flatMap((r) => (r.resources ?? []).map((x) => x.name));
+  assert.deepEqual(resent, [L('g/m?j=2&k=1')], 'the member again, under its canonical name');
+  assert.equal(c.state.held.get(spelled), 'v1', 'the other spelling is still held');
+});

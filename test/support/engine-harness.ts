@@ -1,0 +1,110 @@
+/**
+ * Harness of engine.test.ts, subscription-state.test.ts and routing.test.ts:
+ * the subscription engine, a client's SubscriptionState and the router alone:
+ * no gRPC, no timers (grace 0, no shared tier). Upstream responses are real
+ * protobuf-encoded resources handed straight to the engine; what a client is
+ * told is read back from the real response encodings.
+ */
+import { MemoryCache } from '../../src/cache/memory-cache';
+import { ResourceStore } from '../../src/cache/resource-store';
+import { SubscriptionEngine } from '../../src/hub/engine';
+import { FanOut } from '../../src/hub/fan-out';
+import { Router } from '../../src/hub/routing';
+import type { UpstreamPort } from '../../src/upstream/types';
+import { createLogger } from '../../src/log';
+import { RelayMetrics } from '../../src/metrics';
+import { deltaResponseCodec, resourceCodec, type DeltaDiscoveryResponse } from '../../src/proto/messages';
+import { DeltaResponses, NonceSource, SotwResponses } from '../../src/downstream/responses';
+import { SubscriptionState, type OutgoingResponse, type StreamPort } from '../../src/downstream/subscription-state';
+import { makeResource } from './origin';
+import { LISTENER, xdstp } from './names';
+
+export const L = (rest: string): string => xdstp('a', LISTENER, rest);
+
+export class FakeUpstream implements UpstreamPort {
+  readonly label: string;
+  connected = true;
+  readonly subscribed = new Map<string, number>();
+  readonly unsubscribed: string[] = [];
+  constructor(readonly authority: string | null) {
+    this.label = authority ?? '(default)';
+  }
+  subscribe(_t: string, name: string): void {
+    this.subscribed.set(name, (this.subscribed.get(name) ?? 0) + 1);
+  }
+  unsubscribe(_t: string, name: string): void {
+    this.subscribed.delete(name);
+    this.unsubscribed.push(name);
+  }
+  refetch(): void {}
+  subscriptionCount(): number {
+    return this.subscribed.size;
+  }
+}
+
+export class FakeStream implements StreamPort {
+  static next = 1;
+  readonly id = FakeStream.next++;
+  supportsTtl = false;
+  identity: string | undefined = undefined;
+  blocked = false;
+  readonly sent: OutgoingResponse[] = [];
+  readonly refusals: string[] = [];
+  send(_s: SubscriptionState, r: OutgoingResponse): void {
+    this.sent.push(r);
+  }
+  refused(_s: SubscriptionState, name: string): void {
+    this.refusals.push(name);
+  }
+  coalesced(): void {}
+  /** Every delta response sent, decoded. */
+  decoded(): DeltaDiscoveryResponse[] {
+    return this.sent.map((r) => deltaResponseCodec.decode(r.bytes));
+  }
+}
+
+export function setup(opts: { defaultUpstream?: boolean } = {}) {
+  const metrics = new RelayMetrics();
+  const logger = createLogger('silent');
+  const a = new FakeUpstream('a');
+  const upstreams = new Map<string | null, UpstreamPort>([['a', a]]);
+  const legacy = new FakeUpstream(null);
+  if (opts.defaultUpstream) upstreams.set(null, legacy);
+  let engine: SubscriptionEngine;
+  const store = new ResourceStore({ memory: new MemoryCache(), logger, onExpired: (k) => engine.onExpired(k) });
+  engine = new SubscriptionEngine({
+    store,
+    router: new Router(new Set(['a']), opts.defaultUpstream ?? false),
+    upstreams,
+    metrics,
+    logger,
+    unsubscribeGraceMs: 0,
+  });
+  const nonces = new NonceSource();
+  const delta = new DeltaResponses(nonces, metrics);
+  const sotw = new SotwResponses(nonces, metrics);
+  const client = (typeUrl = LISTENER, protocol: 'delta' | 'sotw' = 'delta') => {
+    const stream = new FakeStream();
+    const state = new SubscriptionState(typeUrl, stream, engine, protocol === 'delta' ? delta : sotw, protocol === 'sotw' && typeUrl === LISTENER);
+    const round = (fn: (fan: FanOut) => void): void => {
+      const fan = new FanOut();
+      fn(fan);
+      fan.finish();
+    };
+    return {
+      stream,
+      state,
+      subscribe: (names: string[]) => round((f) => state.subscribe(names, f)),
+      unsubscribe: (names: string[]) => round((f) => state.unsubscribe(names, f)),
+    };
+  };
+  const push = (upstream: UpstreamPort, typeUrl: string, resources: Array<[string, string]>, removed: string[] = []) =>
+    engine.onResponse(upstream, {
+      typeUrl,
+      resources: resources.map(([name, version]) => resourceCodec.encode(makeResource(typeUrl, name, `${name}@${version}`, version))),
+      removed,
+      errors: [],
+      receivedAt: process.hrtime.bigint(),
+    });
+  return { engine, store, a, legacy, client, push, metrics };
+}
