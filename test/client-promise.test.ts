@@ -313,3 +313,29 @@ test('a SotW client reconnecting on the wildcard while another client holds one 
     }
   });
 });
+
+test('a SotW client reconnecting on a cached glob and a name the relay must fetch again gets both in its first state of the world', T, async () => {
+  await withRelay({ authorities: ['a', 'b'] }, async ({ origins, address, client }) => {
+    const S1 = xdstp('b', CLUSTER, 's1');
+    origins.a!.setResource(CLUSTER, C('g/m1'), 'member', 'v1');
+    origins.b!.setResource(CLUSTER, S1, 'single', 'v1');
+    // Another client keeps the glob cached and answered.
+    const keeper = client();
+    keeper.subscribe(CLUSTER, [C('g/*')]);
+    await keeper.waitForVersion(CLUSTER, C('g/m1'), 'v1');
+    const first = new SotwClient(address);
+    first.request(CLUSTER, [C('g/*'), S1]);
+    await first.waitFor(() => first.of(CLUSTER).some((r) => (r.resources ?? []).length === 2), 'both held');
+    first.close();
+    await origins.b!.waitFor(() => !origins.b!.subscribedNames(CLUSTER).has(S1), 's1 released upstream');
+    const again = new SotwClient(address);
+    try {
+      again.request(CLUSTER, [C('g/*'), S1]);
+      await again.waitFor(() => again.of(CLUSTER).length >= 1, 'the first answer');
+      const names = SotwClient.payloads(again.of(CLUSTER)[0]!).sort();
+      assert.deepEqual(names, ['member', 'single'], 'a state of the world without s1 would tell the client it was removed');
+    } finally {
+      again.close();
+    }
+  });
+});

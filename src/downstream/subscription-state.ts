@@ -67,9 +67,9 @@ export interface Rejected {
 
 const NO_NAMES: readonly string[] = [];
 /**
- * How long a state of the world waits for the upstream to answer a new
- * collection before it is sent with the members known so far (the upstream
- * cannot always say which response is that answer).
+ * How long a state of the world waits for the upstream to answer what the
+ * client newly lists before it is sent with what is known so far (the
+ * upstream cannot always say which response answers a collection).
  */
 export const COLLECTION_ANSWER_WAIT_MS = 1000;
 const NO_ERRORS: readonly ResourceErrorInfo[] = [];
@@ -131,9 +131,9 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   private keptBehind: Set<string> | undefined;
   /**
    * State-of-the-world clients: the state is held back (in `backlog`) until
-   * the upstream has answered the client's new collections — what the cache
-   * knows of one may be only part, and a state of the world without a member
-   * says it was removed.
+   * the upstream has answered what the client newly lists — what the cache
+   * knows of a collection may be only part, and a state of the world without
+   * a resource the client held (it may be reconnecting) says it was removed.
    */
   private heldForAnswer = false;
   /** Collections no longer waited for (the wait ran out). */
@@ -745,7 +745,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     this.pending = undefined;
     if (pending.mixed) this.settlePending(pending);
     if (pending.adds.length === 0 && pending.removes.length === 0 && pending.errors.length === 0 && !pending.forced) return;
-    if (this.world && this.awaitsCollectionAnswer()) {
+    if (this.world && this.awaitsFirstAnswer()) {
       this.holdForAnswer(pending);
       return;
     }
@@ -765,17 +765,23 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   }
 
   /**
-   * Whether one of the client's collections was subscribed upstream and not
-   * answered yet (up to COLLECTION_ANSWER_WAIT_MS: the upstream cannot always
-   * say which response answers it). An upstream that is away answers nothing:
-   * the cache's copy is all there is.
+   * Whether something the client lists was subscribed upstream and not
+   * answered yet: a collection the upstream has not answered since it was
+   * subscribed, or a name the client has not been sent (up to
+   * COLLECTION_ANSWER_WAIT_MS: the upstream cannot always say which response
+   * answers a collection). An upstream that is away answers nothing: the
+   * cache's copy is all there is.
    */
-  private awaitsCollectionAnswer(): boolean {
-    if (this.collections.size === 0) return false;
-    for (const sub of this.names.values()) {
-      if (sub && sub.isCollection && !sub.answered && sub.upstream.connected && !this.waitedFor?.has(sub)) return true;
+  private awaitsFirstAnswer(): boolean {
+    for (const [spelling, sub] of this.names) {
+      if (sub && this.awaits(spelling, sub)) return true;
     }
     return false;
+  }
+
+  private awaits(spelling: string, sub: Subscription): boolean {
+    if (!sub.upstream.connected || this.waitedFor?.has(sub)) return false;
+    return sub.isCollection ? !sub.answered : !this.held.has(spelling);
   }
 
   private holdForAnswer(pending: Pending): void {
@@ -788,7 +794,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   /** The wait ran out: the state goes out with what is known. */
   private stopWaiting(): void {
     this.answerTimer = undefined;
-    for (const sub of this.names.values()) if (sub && sub.isCollection && !sub.answered) (this.waitedFor ??= new WeakSet()).add(sub);
+    for (const [spelling, sub] of this.names) if (sub && this.awaits(spelling, sub)) (this.waitedFor ??= new WeakSet()).add(sub);
     if (!this.heldForAnswer) return;
     this.heldForAnswer = false;
     this.drainBacklog();
