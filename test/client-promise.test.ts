@@ -339,3 +339,21 @@ test('a SotW client reconnecting on a cached glob and a name the relay must fetc
     }
   });
 });
+
+test('a reconnecting client that drops a name it listed is not sent it under that name when it takes the glob that covers it', T, async () => {
+  await withRelay({}, async ({ origin, client }) => {
+    const spelling = E('g/m1?k=1&j=2');
+    origin.setResource(ENDPOINT, E('g/m1?j=2&k=1'), 'one', 'v1');
+    const c = client({ nodeId: 'returning' });
+    c.subscribe(ENDPOINT, [spelling], { initialVersions: { [spelling]: 'v1' } });
+    c.subscribe(LISTENER, [BARRIER]);
+    await c.waitForRemoved(LISTENER, BARRIER);
+    c.unsubscribe(ENDPOINT, [spelling]);
+    c.forget(ENDPOINT, [spelling]);
+    c.subscribe(ENDPOINT, [E('g/m1?j=2&k=1'), E('g/*?j=2&k=1')]);
+    await c.waitForVersion(ENDPOINT, E('g/m1?j=2&k=1'), 'v1');
+    await sleep(300);
+    assert.deepEqual(c.received(ENDPOINT, spelling), [], 'the dropped spelling is not sent again');
+    assertWellFormed(c);
+  });
+});

@@ -1,8 +1,9 @@
 import type { CacheEntry, Variant } from '../cache/memory-cache';
 import type { FanOut, FanOutTarget } from '../hub/fan-out';
-import { WILDCARD } from '../hub/routing';
+import { WILDCARD } from '../proto/xds-names';
 import type { Subscription } from '../hub/subscription';
-import { forEachSpelling, type Spellings, type SubscriptionPort, type WatchUpdate, type Watcher } from '../hub/types';
+import { forEachSpelling, type Spellings, type WatchUpdate, type Watcher } from '../hub/subscription';
+import type { SubscriptionPort } from '../hub/types';
 import type { ResourceErrorInfo } from '../proto/resource-error';
 import { ClaimCheck } from './claim-check';
 
@@ -356,6 +357,8 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   /** The client stopped subscribing anything that covers `name`: it drops it, and nothing still queued for it goes out. */
   private dropHeld(name: string): void {
     this.held.delete(name);
+    // Nor is it a name the reconnecting client claims to hold any more.
+    if (this.initialNames) this.claimSettled(name);
     this.world?.delete(name);
     this.backlog?.delete(name);
     if (this.pending) this.pending.mixed = true;
