@@ -1,5 +1,5 @@
 import { resourceCodec, type Resource } from '../proto/messages';
-import { envoyTypes } from '../proto/envoy-types';
+import { envoyTypes } from '../typed-json/envoy-types';
 
 /** Turns a payload `Any` into JSON: `{"@type": typeUrl, ...fields}`, or its bytes as base64 when the type is unknown. */
 export type PayloadDecoder = (typeUrl: string, value: Uint8Array) => Record<string, unknown>;

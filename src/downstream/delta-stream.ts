@@ -1,5 +1,5 @@
 import { FanOut } from '../hub/fan-out';
-import { WILDCARD } from '../hub/routing';
+import { WILDCARD } from '../proto/xds-names';
 import { decodeDeltaRequest } from '../proto/requests';
 import { AdsStream, LEGACY_WILDCARD_TYPES, type Protocol } from './ads-stream';
 

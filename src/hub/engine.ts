@@ -8,7 +8,8 @@ import type { ResourceErrorInfo } from '../proto/resource-error';
 import { RESOURCE_LOCATOR_TYPE, WILDCARD } from '../proto/xds-names';
 import type { UpstreamPort, UpstreamSink, UpstreamUpdate } from '../upstream/types';
 import { FanOut } from './fan-out';
-import { isRejection, legacyKey, type DropReason, type ResourceKey, type Router } from './routing';
+import type { DropReason } from '../metrics';
+import { isRejection, legacyKey, type ResourceKey, type Router } from './routing';
 import { forEachSpelling, Subscription, type Spellings, type WatchUpdate, type Watcher } from './subscription';
 import type { JoinAuthorizer, JoinRefusal, SubscriptionPort } from './types';
 

@@ -39,9 +39,6 @@ export interface ResourceKey {
 }
 
 
-// Re-exported for the modules that import them from here.
-export { WILDCARD };
-export type { DropReason, RejectReason };
 
 export function legacyKey(typeUrl: string, name: string): string {
   return `legacy:${typeUrl}:${name}`;

@@ -5,7 +5,6 @@ import type { Spellings, Subscription, Watcher } from './subscription';
 
 // Watchers, their updates and spellings live with Subscription; re-exported
 // for the modules that import them from here.
-export { forEachSpelling, type Spellings, type WatchUpdate, type Watcher } from './subscription';
 
 /** Decides whether a client may join a key; the authorization policy implements it. */
 export interface JoinAuthorizer {

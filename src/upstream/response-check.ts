@@ -10,7 +10,6 @@ import { RESOURCE_LOCATOR_TYPE } from '../proto/xds-names';
 import type { UpstreamResourceError } from './types';
 
 import type { UpstreamNackReason } from '../metrics';
-export type { UpstreamNackReason };
 
 export interface AcceptedResponse {
   ok: true;
