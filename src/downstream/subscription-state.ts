@@ -67,6 +67,11 @@ export interface Rejected {
 }
 
 const NO_NAMES: readonly string[] = [];
+
+/** Whether a subscribed name can be a collection (the wildcard, or a glob: its last path segment is `*`). */
+function mayNameCollection(name: string): boolean {
+  return name === WILDCARD || name.endsWith('/*') || name.includes('/*?');
+}
 /**
  * How long a state of the world waits for the upstream to answer what the
  * client newly lists before it is sent with what is known so far (the
@@ -204,6 +209,8 @@ export class SubscriptionState implements Watcher, FanOutTarget {
       const heldBefore = this.held.get(name);
       if (!initial?.has(name)) this.resend(name);
       if (name === WILDCARD) this.owesWildcardAnswer = true;
+      // What the client held before a collection's join: the join itself offers its members.
+      const heldBeforeJoin = this.held.size > 0 && mayNameCollection(name) ? [...this.held.keys()] : undefined;
       const joined = this.engine.subscribe(this, name, fan);
       if (!('key' in joined)) {
         if (name === WILDCARD) this.owesWildcardAnswer = false;
@@ -214,7 +221,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
       this.names.set(name, joined);
       if (joined.isCollection) {
         this.collections.set(joined.key, (this.collections.get(joined.key) ?? 0) + 1);
-        this.resendHeldMembers(joined, name, fan, initial);
+        if (heldBeforeJoin) this.resendHeldMembers(joined, name, fan, initial, heldBeforeJoin);
         if (!joined.answered) this.checkClaims(joined, fan);
       }
     }
@@ -337,12 +344,20 @@ export class SubscriptionState implements Watcher, FanOutTarget {
    * holds already through another subscription (or rejected there) — unless
    * a reconnecting client listed them.
    */
-  private resendHeldMembers(coll: Subscription, spelling: string, fan: FanOut, initial: ReadonlyMap<string, string> | undefined): void {
+  private resendHeldMembers(
+    coll: Subscription,
+    spelling: string,
+    fan: FanOut,
+    initial: ReadonlyMap<string, string> | undefined,
+    heldBefore: readonly string[],
+  ): void {
     let again = false;
-    for (const member of this.heldThrough(coll.key)) {
+    for (const member of heldBefore) {
+      const k = this.engine.heldKey(this.typeUrl, member);
+      // Members under the name they are sent with (not another spelling subscribed by itself).
+      if (k?.collection !== coll.key || k.name !== member || !this.held.has(member)) continue;
       // Only what the cache can send now: a miss was already asked upstream by the join.
-      const key = this.engine.heldKey(this.typeUrl, member)?.key;
-      if (initial?.has(member) || key === undefined || !this.engine.current(key)) continue;
+      if (initial?.has(member) || !this.engine.current(k.key)) continue;
       this.resend(member);
       again = true;
     }
