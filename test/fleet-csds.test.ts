@@ -11,7 +11,8 @@ import * as grpc from '@grpc/grpc-js';
 import { validateOptions } from '../src/config';
 import { MAX_CLIENTS_WITH_CONTENTS } from '../src/downstream/csds';
 import { NodeMatcherError } from '../src/downstream/node-match';
-import { fleetRequestNode, isFleetRequest, memberInfoOf, relayOf, RELAY_KEY, toPbValue } from '../src/fleet/convention';
+import { fleetRequestNode, isFleetRequest, memberInfoOf, relayOf, RELAY_KEY } from '../src/fleet/convention';
+import { valueFromJson } from '../src/typed-json/json-values';
 import { createFleetCsds } from '../src/fleet/fleet-csds';
 import { advertisedAddress, type FleetMember, type MemberState } from '../src/fleet/registry';
 import { createLogger } from '../src/log';
@@ -71,7 +72,7 @@ function member(id: string, address: string | null): FleetMember {
 function client(id: string, withPayload = false): ClientConfig {
   return {
     client_scope: `stream/${id}/delta`,
-    node: { id, metadata: { fields: { zone: toPbValue('z1') } } },
+    node: { id, metadata: { fields: { zone: valueFromJson('z1') } } },
     generic_xds_configs: [{ type_url: CLUSTER, name: 'c', config_status: 'SYNCED', ...(withPayload ? { xds_config: { type_url: CLUSTER, value: Buffer.from('x') } } : {}) }],
   };
 }

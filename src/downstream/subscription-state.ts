@@ -77,7 +77,7 @@ function mayNameCollection(name: string): boolean {
  * client newly lists before it is sent with what is known so far (the
  * upstream cannot always say which response answers a collection).
  */
-export const COLLECTION_ANSWER_WAIT_MS = 1000;
+export const FIRST_ANSWER_WAIT_MS = 1000;
 const NO_ERRORS: readonly ResourceErrorInfo[] = [];
 
 /**
@@ -786,7 +786,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
    * Whether something the client lists was subscribed upstream and not
    * answered yet: a collection the upstream has not answered since it was
    * subscribed, or a name the client has not been sent (up to
-   * COLLECTION_ANSWER_WAIT_MS: the upstream cannot always say which response
+   * FIRST_ANSWER_WAIT_MS: the upstream cannot always say which response
    * answers a collection). An upstream that is away answers nothing: the
    * cache's copy is all there is.
    */
@@ -805,7 +805,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   private holdForAnswer(pending: Pending): void {
     this.heldForAnswer = true;
     this.addToBacklog(pending);
-    this.answerTimer ??= setTimeout(() => this.stopWaiting(), COLLECTION_ANSWER_WAIT_MS);
+    this.answerTimer ??= setTimeout(() => this.stopWaiting(), FIRST_ANSWER_WAIT_MS);
     this.answerTimer.unref();
   }
 

@@ -15,6 +15,7 @@
  */
 import type { ClientConfig, ClientStatusRequest } from '../proto/csds-messages';
 import type { Node } from '../proto/messages';
+import { valueFromJson } from '../typed-json/json-values';
 
 export const FLEET_REQUEST_KEY = 'xdstp-relay.fleet';
 export const RELAY_KEY = 'xdstp-relay.relay';
@@ -50,31 +51,6 @@ export interface FleetMemberInfo {
   upstreams?: Record<string, string>;
 }
 
-/** A google.protobuf.Value in protobufjs' object form. */
-export type PbValue =
-  | { nullValue: 0 }
-  | { numberValue: number }
-  | { stringValue: string }
-  | { boolValue: boolean }
-  | { structValue: { fields: Record<string, PbValue> } }
-  | { listValue: { values: PbValue[] } };
-
-export function toPbValue(v: unknown): PbValue {
-  if (v === null || v === undefined) return { nullValue: 0 };
-  if (typeof v === 'number') return { numberValue: v };
-  if (typeof v === 'string') return { stringValue: v };
-  if (typeof v === 'boolean') return { boolValue: v };
-  if (Array.isArray(v)) return { listValue: { values: v.map(toPbValue) } };
-  if (typeof v === 'object') return { structValue: { fields: toPbFields(v as Record<string, unknown>) } };
-  return { stringValue: String(v) };
-}
-
-function toPbFields(o: Record<string, unknown>): Record<string, PbValue> {
-  const out: Record<string, PbValue> = {};
-  for (const [k, x] of Object.entries(o)) if (x !== undefined) out[k] = toPbValue(x);
-  return out;
-}
-
 /** A decoded google.protobuf.Value back to plain JSON. */
 export function fromPbValue(v: unknown): unknown {
   if (typeof v !== 'object' || v === null) return undefined;
@@ -107,12 +83,12 @@ export function isFleetRequest(request: ClientStatusRequest): boolean {
 
 /** `node` (or an empty one) marked as asking for the fleet. */
 export function fleetRequestNode(node: Node = {}): Node {
-  return { ...node, metadata: { fields: { ...(node.metadata?.fields ?? {}), [FLEET_REQUEST_KEY]: toPbValue(true) } } };
+  return { ...node, metadata: { fields: { ...(node.metadata?.fields ?? {}), [FLEET_REQUEST_KEY]: valueFromJson(true) } } };
 }
 
 /** A copy of a client's node naming the relay it is connected to. */
 export function nodeOnRelay(node: Node | undefined, relay: string): Node {
-  return { ...(node ?? {}), metadata: { fields: { ...(node?.metadata?.fields ?? {}), [RELAY_KEY]: toPbValue(relay) } } };
+  return { ...(node ?? {}), metadata: { fields: { ...(node?.metadata?.fields ?? {}), [RELAY_KEY]: valueFromJson(relay) } } };
 }
 
 /** The relay a client of a fleet answer is on, if named. */
@@ -123,7 +99,7 @@ export function relayOf(config: ClientConfig): string | undefined {
 
 /** The per-relay entry of a fleet answer. */
 export function memberEntry(info: FleetMemberInfo): ClientConfig {
-  const fields = { [RELAY_KEY]: toPbValue(info.relay), [MEMBER_KEY]: toPbValue(info) };
+  const fields = { [RELAY_KEY]: valueFromJson(info.relay), [MEMBER_KEY]: valueFromJson(info) };
   return { client_scope: `${RELAY_SCOPE_PREFIX}${info.relay}`, node: { id: info.node_id, user_agent_name: 'xdstp-relay', metadata: { fields } }, generic_xds_configs: [] };
 }
 

@@ -201,7 +201,8 @@ export function valueFromJson(v: unknown): JsonObject {
 
 export function structFromJson(o: JsonObject): JsonObject {
   const fields: JsonObject = {};
-  for (const [k, v] of Object.entries(o)) fields[k] = valueFromJson(v);
+  // Like JSON itself, a field that is undefined is left out.
+  for (const [k, v] of Object.entries(o)) if (v !== undefined) fields[k] = valueFromJson(v);
   return { fields };
 }
 
