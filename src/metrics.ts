@@ -1,6 +1,7 @@
 import * as client from 'prom-client';
 import { SecurityMetrics } from './security/metrics';
 import { relayVersion } from './version';
+import { collectProcessMetrics } from './process-metrics';
 
 const MAX_TYPE_LABELS = 32;
 
@@ -274,7 +275,7 @@ export class RelayMetrics {
 
   constructor(opts: { defaultMetrics?: boolean; version?: string } = {}) {
     // Standard names (process_cpu_seconds_total, nodejs_heap_size_used_bytes…): stock Node and process dashboards find them.
-    if (opts.defaultMetrics ?? true) client.collectDefaultMetrics({ register: this.registry });
+    if (opts.defaultMetrics ?? true) collectProcessMetrics(this.registry);
     this.buildInfo.set({ version: opts.version ?? relayVersion(), nodejs: process.versions.node }, 1);
     // Labelled counters whose label values are known up front start at 0: rate() and increase() see their first event.
     for (const reason of DROP_REASONS) this.droppedResources.inc({ reason }, 0);

@@ -1,0 +1,79 @@
+/**
+ * The process metrics whose cost grows with open connections (open
+ * descriptors, active handles and resources) read what prom-client's stock
+ * collectors read, under the same names, and a scrape asks the runtime for
+ * each list once.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as net from 'node:net';
+import * as client from 'prom-client';
+import { collectProcessMetrics } from '../src/process-metrics';
+
+const SERIES = /^(process_open_fds|nodejs_active_(handles|resources)(_total)?)(\{[^}]*\})? /;
+
+/** The lines of the five series, sorted, with resources of the event loop's own bookkeeping left out. */
+function series(text: string): string[] {
+  return text
+    .split('\n')
+    .filter((l) => SERIES.test(l))
+    // Timers, immediates and promise hooks come and go between two scrapes; sockets and servers do not.
+    .filter((l) => !/type="(Timeout|Immediate|FSReqCallback|PromiseHook)"|nodejs_active_resources_total/.test(l))
+    .sort();
+}
+
+async function withSockets(n: number, body: () => Promise<void>): Promise<void> {
+  const accepted: net.Socket[] = [];
+  const server = net.createServer((s) => accepted.push(s));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  const sockets = await Promise.all(
+    Array.from({ length: n }, () => new Promise<net.Socket>((resolve, reject) => {
+      const s = net.connect(port, '127.0.0.1', () => resolve(s));
+      s.once('error', reject);
+    })),
+  );
+  while (accepted.length < n) await new Promise((r) => setTimeout(r, 5));
+  try {
+    await body();
+  } finally {
+    for (const s of [...sockets, ...accepted]) s.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}
+
+test('open descriptors, active handles and active resources read the same as prom-client\'s own collectors', async () => {
+  const stock = new client.Registry();
+  client.collectDefaultMetrics({ register: stock });
+  const ours = new client.Registry();
+  collectProcessMetrics(ours);
+  await withSockets(200, async () => {
+    const expected = series(await stock.metrics());
+    const got = series(await ours.metrics());
+    assert.ok(expected.some((l) => /^nodejs_active_handles\{type="Socket"\} \d+/.test(l)), `stock series: ${expected.join('\n')}`);
+    assert.ok(got.some((l) => l.startsWith('process_open_fds ')), 'process_open_fds present');
+    assert.deepEqual(got, expected);
+  });
+});
+
+test('one scrape lists the active handles and resources once each, not once per gauge', async () => {
+  const ours = new client.Registry();
+  collectProcessMetrics(ours);
+  const calls = { handles: 0, resources: 0 };
+  const proc = process as unknown as { _getActiveHandles: () => unknown[]; getActiveResourcesInfo: () => string[] };
+  const handles = proc._getActiveHandles;
+  const resources = proc.getActiveResourcesInfo;
+  proc._getActiveHandles = () => (calls.handles++, handles.call(process));
+  proc.getActiveResourcesInfo = () => (calls.resources++, resources.call(process));
+  try {
+    const text = await ours.metrics();
+    assert.match(text, /^nodejs_active_handles_total \d+$/m);
+    assert.match(text, /^nodejs_active_resources_total \d+$/m);
+    assert.deepEqual(calls, { handles: 1, resources: 1 });
+    await ours.metrics();
+    assert.deepEqual(calls, { handles: 2, resources: 2 }, 'a second scrape reads afresh');
+  } finally {
+    proc._getActiveHandles = handles;
+    proc.getActiveResourcesInfo = resources;
+  }
+});
