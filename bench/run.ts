@@ -15,6 +15,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { Cleanup, type BenchContext, type ScenarioResult } from './lib/context';
+import { verdictLine } from './lib/targets';
 import { LOAD_CORE, foreignLoad, machineBusySeconds, pinSelf, selfAndChildrenSeconds, tasksetAvailable } from './lib/proc';
 import { runFanout } from './scenarios/fanout';
 import { runStorm } from './scenarios/storm';
@@ -230,6 +231,8 @@ async function main(): Promise<void> {
   const totalSecs = (Date.now() - started) / 1000;
   const header = `xdstp-relay benchmark, ${mode} run ${runId} (${totalSecs.toFixed(0)} s): ${info.cpu}, ${info.cores} cores, ${info.memGiB} GiB, Linux ${info.kernel}, node ${info.node}, commit ${info.commit}\ncommand: ${command}`;
   process.stdout.write(`\n${header}\n\n${table}\n`);
+  const verdicts = results.flatMap((r) => r.targets.map((t) => verdictLine(`row ${r.id}`, t)));
+  if (verdicts.length > 0) process.stdout.write(`\ntargets:\n${verdicts.join('\n')}\n`);
   fs.writeFileSync(
     path.join(resultsDir, `${runId}-run.json`),
     JSON.stringify({ runId, mode, command, machine: info, seconds: totalSecs, table, results }, null, 2),

@@ -19,6 +19,7 @@ import type { BenchContext, ScenarioResult } from '../lib/context';
 import { churnName, churnPicks, stampedVersion, type Plan } from '../lib/names';
 import { nowUs, sleep } from '../lib/proc';
 import { GenPool, metricValue, startCeiling, startRelay, type RelayProc } from '../lib/servers';
+import { CHURN_EFFICIENCY, atLeast } from '../lib/targets';
 import { fmt, fmtRatio, median, percentile, prng } from '../lib/stats';
 
 const RESOURCES = 10_000;
@@ -281,6 +282,7 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioResult> {
         value: `catch-up ≤ ${maxBatch} resources for ${SUBS} subs; ${converged}/${checked} converged; ${pSlow.coalesced} coalesced`,
         verdict: maxBatch <= SUBS && converged === checked && pSlow.coalesced > 0 ? 'met' : 'missed',
       },
+      atLeast('responses per CPU-second at 1000 changes/s, of bare grpc-js', p1000.responsesPerCpuSec / ceilPerCpu, CHURN_EFFICIENCY),
     ],
     data: {
       resources: RESOURCES,

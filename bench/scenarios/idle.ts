@@ -5,7 +5,8 @@
  * 10-resource response: the runtime's own cost per connection.
  */
 import { BenchOrigin } from '../origin';
-import type { BenchContext, ScenarioResult } from '../lib/context';
+import type { BenchContext, ScenarioResult, TargetCheck } from '../lib/context';
+import { IDLE_RSS_RATIO, SCRAPE_MS, atMost, notMeasured } from '../lib/targets';
 import { poolName, type Plan } from '../lib/names';
 import { memStatus, sleep } from '../lib/proc';
 import { GenPool, metricValue, startCeiling, startRelay, type RelayProc } from '../lib/servers';
@@ -118,6 +119,16 @@ export async function runIdle(ctx: BenchContext): Promise<ScenarioResult> {
         value: `${fmt(last.relayRssPerClientKB)} KB at ${last.clients.toLocaleString('en-US')} (${out.map((l) => `${fmt(l.relayRssPerClientKB)} KB at ${l.clients / 1000}k`).join(', ')})`,
         verdict: last.relayRssPerClientKB <= 48 ? 'met' : 'missed',
       },
+      ...[5_000, 10_000].map((n) => {
+        const l = out.find((x) => x.clients === n);
+        const what = `idle RSS per client at ${n / 1000}k, of bare grpc-js`;
+        return l ? atMost(what, l.relayRssPerClientKB / l.ceilingRssPerClientKB, IDLE_RSS_RATIO, 2, '×') : notMeasured(`${what} ≤ ${IDLE_RSS_RATIO}×`, 'not at this size (--full)');
+      }),
+      ((): TargetCheck => {
+        const l = out.find((x) => x.clients === 10_000);
+        const what = 'GET /metrics at 10k idle clients';
+        return l ? atMost(what, l.metricsScrapeMs, SCRAPE_MS, 1, ' ms') : notMeasured(`${what} ≤ ${SCRAPE_MS} ms`, 'not at this size (--full)');
+      })(),
     ],
     data: { levels: out, baseline: { relayRss: base.rss, relayHeap: base.heap, ceilingRss: ceilBase, metricsScrapeMs: base.scrapeMs }, pool: POOL, subsPerClient: SUBS },
   };

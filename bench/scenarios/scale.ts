@@ -16,7 +16,8 @@ import { BenchOrigin } from '../origin';
 import type { BenchContext, ScenarioResult } from '../lib/context';
 import { fanGlob, fanMember, type Plan } from '../lib/names';
 import { memStatus, sleep } from '../lib/proc';
-import { GenPool, metricValue, startCeiling, startRelay } from '../lib/servers';
+import { GenPool, metricValue, startCeiling, startRelay, type RelayProc } from '../lib/servers';
+import { IDLE_RSS_RATIO, SCALE_CPU_RATIO, SCALE_FANOUT_SPEED, SCRAPE_MS, atLeast, atMost, notMeasured } from '../lib/targets';
 import { fmt, fmtRatio, median } from '../lib/stats';
 import { ceilingTarget, interleave, relayTarget, summarize } from './fanout';
 
@@ -28,6 +29,18 @@ async function rssOf(pid: number): Promise<number> {
   const xs: number[] = [];
   for (let i = 0; i < 3; i++) {
     xs.push(memStatus(pid).rss);
+    await sleep(200);
+  }
+  return median(xs);
+}
+
+/** Median wall time of five GET /metrics, a little apart. */
+async function scrapeTime(relay: RelayProc): Promise<number> {
+  const xs: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const t0 = process.hrtime.bigint();
+    await relay.metrics();
+    xs.push(Number(process.hrtime.bigint() - t0) / 1e6);
     await sleep(200);
   }
   return median(xs);
@@ -68,6 +81,7 @@ export async function runScale(ctx: BenchContext): Promise<ScenarioResult> {
   const relayRss = await rssOf(relay.pid);
   const ceilRss = await rssOf(ceil.pid);
   const relayHeap = metricValue(await relay.metrics(), 'nodejs_heap_size_used_bytes');
+  const scrapeMs = await scrapeTime(relay);
   const relayKB = (relayRss - relayBase) / N / 1024;
   const ceilKB = (ceilRss - ceilBase) / N / 1024;
   ctx.log(`  idle: relay ${fmt(relayKB)} KB RSS per stream, ceiling ${fmt(ceilKB)} KB`);
@@ -84,13 +98,19 @@ export async function runScale(ctx: BenchContext): Promise<ScenarioResult> {
     title: `Scale: ${streams} streams, ${PER_CONN} per connection, one glob`,
     figures:
       `idle: relay ${fmt(relayKB)} KB RSS per stream (heap ${fmt((relayHeap - heapBase) / N / 1024)} KB; relay ${fmt(relayRss / 2 ** 20)} MiB), ` +
-      `ceiling ${fmt(ceilKB)} KB; all streams synced in ${fmt(relayOpenMs / 1000, 1)} s (ceiling ${fmt(ceilOpenMs / 1000, 1)} s); ` +
+      `ceiling ${fmt(ceilKB)} KB; GET /metrics ${fmt(scrapeMs)} ms; all streams synced in ${fmt(relayOpenMs / 1000, 1)} s (ceiling ${fmt(ceilOpenMs / 1000, 1)} s); ` +
       `fan-out: relay p50 ${fmt(r.lastP50Ms)} / p99 ${fmt(r.lastP99Ms)} ms, CPU ${fmt(r.cpuMsPer1k)} ms/1k, ${fmt(r.encodesPerUpdate, 0)} encoding(s)/update; ` +
       `ceiling p50 ${fmt(c.lastP50Ms)} / p99 ${fmt(c.lastP99Ms)} ms, CPU ${fmt(c.cpuMsPer1k)} ms/1k; delivered ${fmt(r.minDelivered * 100, 0)}%; ${rounds} rounds`,
     ratio:
       `idle RSS per stream relay ÷ bare grpc-js ${fmtRatio(relayKB / ceilKB)}; fan-out speed (ceiling time ÷ relay time) ${fmt(c.lastP50Ms / r.lastP50Ms, 2)} p50, ` +
       `${fmt(c.lastP99Ms / r.lastP99Ms, 2)} p99; CPU ${fmtRatio(r.cpuMsPer1k / c.cpuMsPer1k)}`,
-    targets: [],
-    data: { N, perConnection: PER_CONN, members: MEMBERS, idle: { relayBase, relayRss, heapBase, relayHeap, ceilBase, ceilRss, relayKB, ceilKB }, relay: r, ceiling: c },
+    targets: [
+      atMost(`idle RSS per stream at ${streams}, of bare grpc-js`, relayKB / ceilKB, IDLE_RSS_RATIO, 2, '×'),
+      atLeast('fan-out speed, of the ceiling (p50)', c.lastP50Ms / r.lastP50Ms, SCALE_FANOUT_SPEED),
+      atLeast('fan-out speed, of the ceiling (p99)', c.lastP99Ms / r.lastP99Ms, SCALE_FANOUT_SPEED),
+      atMost('fan-out CPU, of the ceiling', r.cpuMsPer1k / c.cpuMsPer1k, SCALE_CPU_RATIO, 2, '×'),
+      N >= 50_000 ? atMost(`GET /metrics at ${streams} streams`, scrapeMs, SCRAPE_MS, 1, ' ms') : notMeasured(`GET /metrics at 50,000 streams ≤ ${SCRAPE_MS} ms`, 'not at this size (--full)'),
+    ],
+    data: { scrapeMs, N, perConnection: PER_CONN, members: MEMBERS, idle: { relayBase, relayRss, heapBase, relayHeap, ceilBase, ceilRss, relayKB, ceilKB }, relay: r, ceiling: c },
   };
 }

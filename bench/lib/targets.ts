@@ -1,0 +1,45 @@
+/**
+ * The relay's performance targets as same-run ratios (docs/performance.md,
+ * "Targets"), one verdict per target. Scenarios report them with their other
+ * checks; bench/run.ts prints every verdict on a line of its own at the end.
+ */
+import type { TargetCheck } from './context';
+import { fmt } from './stats';
+
+/** Fan-out speed (ceiling time ÷ relay time) of 10,000 delta clients, p50 and p99 (row 1). */
+export const FANOUT_SPEED = 0.95;
+/** Fan-out speed of 10,000 SotW clients, p50 (row 1s). */
+export const SOTW_FANOUT_SPEED = 0.95;
+/** Reconnect storm clients/s ÷ bare grpc-js's (row 3). */
+export const STORM_SPEED = 0.95;
+/** Idle RSS per client ÷ bare grpc-js's at 5k and 10k (row 4), and per stream at 50,000 (row 8). */
+export const IDLE_RSS_RATIO = 1.1;
+/** One GET /metrics, wall ms, at 10k idle clients (row 4) and 50,000 streams (row 8). */
+export const SCRAPE_MS = 15;
+/** Churn responses per CPU-second ÷ bare grpc-js's (row 6). */
+export const CHURN_EFFICIENCY = 0.9;
+/** Fan-out speed at 50,000 streams, p50 and p99 (row 8). */
+export const SCALE_FANOUT_SPEED = 0.9;
+/** Relay CPU ÷ bare grpc-js's per fan-out at 50,000 streams (row 8). */
+export const SCALE_CPU_RATIO = 1.15;
+
+/** `value` ≥ `bound` (a speed: higher is better). */
+export function atLeast(target: string, value: number, bound: number, digits = 2): TargetCheck {
+  return { target: `${target} ≥ ${bound}`, value: fmt(value, digits), verdict: Number.isFinite(value) && value >= bound ? 'met' : 'missed' };
+}
+
+/** `value` ≤ `bound` (a cost: lower is better). */
+export function atMost(target: string, value: number, bound: number, digits = 2, unit = ''): TargetCheck {
+  return { target: `${target} ≤ ${bound}${unit}`, value: `${fmt(value, digits)}${unit}`, verdict: Number.isFinite(value) && value <= bound ? 'met' : 'missed' };
+}
+
+/** A target the run cannot judge at this size (quick mode). */
+export function notMeasured(target: string, why: string): TargetCheck {
+  return { target, value: why, verdict: 'n/a' };
+}
+
+/** One line per verdict: ✅ met, ❌ missed, – not judged. */
+export function verdictLine(row: string, t: TargetCheck): string {
+  const mark = t.verdict === 'met' ? '✅' : t.verdict === 'missed' ? '❌' : '–';
+  return `${mark} ${row}: ${t.target}: ${t.value}`;
+}
