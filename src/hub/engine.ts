@@ -386,10 +386,10 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
     } finally {
       store.commit();
     }
-    fan.finish();
-    if (fan.size > 0 || update.resources.length > 0) {
-      metrics.pushLatency.observe(Number(process.hrtime.bigint() - update.receivedAt) / 1e9);
-    }
+    const touched = fan.size;
+    fan.finish(() => {
+      if (touched > 0 || update.resources.length > 0) metrics.pushLatency.observe(Number(process.hrtime.bigint() - update.receivedAt) / 1e9);
+    });
   }
 
   private withdrawal(sub: Subscription): WatchUpdate {

@@ -49,7 +49,8 @@ export class FanOut {
     return this.touched.size;
   }
 
-  finish(): void {
+  /** Flushes every touched target (in slices, see above); `done` runs once the last one is flushed. */
+  finish(done?: () => void): void {
     const deadline = performance.now() + FLUSH_BUDGET_MS;
     let flushed = 0;
     for (const t of this.touched) {
@@ -57,9 +58,10 @@ export class FanOut {
       this.touched.delete(t);
       t.flush(this);
       if (++flushed % FLUSHES_PER_CLOCK_READ === 0 && this.touched.size > 0 && performance.now() >= deadline) {
-        setImmediate(() => this.finish());
+        setImmediate(() => this.finish(done));
         return;
       }
     }
+    done?.();
   }
 }

@@ -13,7 +13,8 @@
  * target another change is to meet, so it only warns.
  */
 import * as path from 'node:path';
-import { startRelay } from '../../bench/lib/servers';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { metricValue, startRelay } from '../../bench/lib/servers';
 import { LOAD_CORE, pinSelf, spawnPinned } from '../../bench/lib/proc';
 import { DeltaClient } from '../support/delta-client';
 import { CLUSTER } from '../support/names';
@@ -121,7 +122,12 @@ export async function runStorm(ctx: SoakContext): Promise<void> {
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   await sleep(1000);
+  const pushesBefore = await relay.metrics();
+  const ownDelay = monitorEventLoopDelay({ resolution: 10 });
+  ownDelay.enable();
   const storm = await publish(STORM_MS);
+  ownDelay.disable();
+  const pushesDuring = pushLatencyBuckets(await relay.metrics(), pushesBefore);
   const stormLines = logLines - baseLines;
   scraping = false;
   await scraper;
@@ -153,6 +159,13 @@ export async function runStorm(ctx: SoakContext): Promise<void> {
     `relay log under the storm: ${stormLines} lines at warn and above (${(stormLines / (STORM_MS / 1000)).toFixed(0)}/s; ${baseLines} before it); ` +
       `GET /metrics once a second: p50 ${percentile(stormScrapes, 50).toFixed(1)} ms, max ${Math.max(...stormScrapes).toFixed(1)} ms (${stormScrapes.length} scrapes)`,
   );
+  ctx.log(
+    `relay push latency under the storm (upstream response received → its client responses written, every round): ` +
+      `${pushesDuring.count} rounds, ${pushesDuring.within50msPct.toFixed(1)}% within 50 ms, p99 ≤ ${pushesDuring.p99Bound}`,
+  );
+  ctx.log(
+    `this process's event-loop delay under the storm (the good clients and the origin): p99 ${(ownDelay.percentile(99) / 1e6).toFixed(0)} ms, max ${(ownDelay.max / 1e6).toFixed(0)} ms`,
+  );
   if (stormLagMax.length > 0) {
     ctx.log(
       `relay event-loop delay per second under the storm: p99 median ${percentile(stormLagP99, 50).toFixed(0)} ms, worst p99 ${Math.max(...stormLagP99).toFixed(0)} ms, ` +
@@ -168,6 +181,24 @@ export async function runStorm(ctx: SoakContext): Promise<void> {
     `p99 ${p99.toFixed(1)} ms (baseline ${percentile(base.samples, 99).toFixed(1)} ms), ${skipped(storm)} skipped`,
     { warnOnly: true },
   );
+}
+
+/** The push-latency histogram's observations between two scrapes: how many, the share within 50 ms, the bucket holding the p99. */
+function pushLatencyBuckets(after: string, before: string): { count: number; within50msPct: number; p99Bound: string } {
+  const NAME = 'xdstp_relay_push_latency_seconds_bucket';
+  const bounds: Array<{ le: string; n: number }> = [];
+  for (const m of after.matchAll(/^xdstp_relay_push_latency_seconds_bucket\{le="([^"]+)"\} (\S+)$/gm)) {
+    const le = m[1]!;
+    bounds.push({ le, n: Number(m[2]) - metricValue(before, NAME, { le }) });
+  }
+  const count = bounds.find((b) => b.le === '+Inf')?.n ?? 0;
+  const within50 = bounds.find((b) => b.le === '0.05')?.n ?? 0;
+  const p99 = bounds.find((b) => b.n >= count * 0.99);
+  return {
+    count,
+    within50msPct: count > 0 ? (100 * within50) / count : 100,
+    p99Bound: p99 === undefined ? 'n/a' : p99.le === '+Inf' ? 'more than 2.5 s' : `${Number(p99.le) * 1000} ms`,
+  };
 }
 
 /** A gauge of the text exposition, in ms (the value is in seconds). */
