@@ -35,7 +35,18 @@ test('a well-formed response is accepted with each Resource byte for byte', () =
   assert.ok(c.ok);
   assert.equal(c.typeUrl, LISTENER);
   assert.equal(c.nonce, 'n1');
-  assert.deepEqual(c.resources, [resourceCodec.encode(a), resourceCodec.encode(b)]);
+  assert.deepEqual(
+    c.resources.map((r) => r.bytes),
+    [resourceCodec.encode(a), resourceCodec.encode(b)],
+  );
+  // Split once, here: the engine takes them as they are.
+  assert.deepEqual(
+    c.resources.map((r) => [r.name, r.version, r.hasBody, r.ttlMs]),
+    [
+      [L('a'), 'v1', true, 30_000],
+      [L('b'), 'v2', false, undefined],
+    ],
+  );
   assert.deepEqual(c.removed, [L('gone')]);
   assert.deepEqual(c.errors, []);
 });

@@ -3,9 +3,9 @@ import type { ResourceStore } from '../cache/resource-store';
 import type { StoredResource } from '../cache/types';
 import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
-import { splitResource, type ResourceParts } from '../proto/resource-bytes';
+import type { SplitResource } from '../proto/resource-bytes';
 import type { ResourceErrorInfo } from '../proto/resource-error';
-import { RESOURCE_LOCATOR_TYPE, WILDCARD } from '../proto/xds-names';
+import { WILDCARD } from '../proto/xds-names';
 import type { UpstreamPort, UpstreamSink, UpstreamUpdate } from '../upstream/types';
 import { FanOut } from './fan-out';
 import type { DropReason } from '../metrics';
@@ -372,7 +372,7 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
     const answered = new Set<Subscription>();
     store.begin();
     try {
-      for (const bytes of update.resources) this.applyResource(upstream, update.typeUrl, bytes, fan, answered);
+      for (const resource of update.resources) this.applyResource(upstream, update.typeUrl, resource, fan, answered);
       for (const name of update.removed) this.applyRemoval(upstream, update.typeUrl, name, fan, answered);
       for (const e of update.errors) this.applyError(upstream, update.typeUrl, e, fan, answered);
       // An empty response from the default upstream can only be its answer to
@@ -448,44 +448,34 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
     this.opts.logger.debug({ upstream: upstream.label, name, reason }, 'upstream resource dropped');
   }
 
-  private applyResource(upstream: UpstreamPort, typeUrl: string, bytes: Buffer, fan: FanOut, answered: Set<Subscription>): void {
-    let parts: ResourceParts;
-    try {
-      parts = splitResource(bytes);
-    } catch {
-      this.drop('malformed', upstream, '');
-      return;
-    }
-    const rk = this.opts.router.resourceKey(upstream.authority, typeUrl, parts.name);
+  /** `resource` was checked and split at the edge (upstream/response-check.ts): only where it belongs is decided here. */
+  private applyResource(upstream: UpstreamPort, typeUrl: string, resource: SplitResource, fan: FanOut, answered: Set<Subscription>): void {
+    const rk = this.opts.router.resourceKey(upstream.authority, typeUrl, resource.name);
     if (typeof rk === 'string') {
-      this.drop(rk, upstream, parts.name);
-      return;
-    }
-    if (parts.hasBody && parts.payloadType !== typeUrl && parts.payloadType !== RESOURCE_LOCATOR_TYPE) {
-      this.drop('type_mismatch', upstream, parts.name);
+      this.drop(rk, upstream, resource.name);
       return;
     }
     const single = this.index.get(rk.key);
     const coll = this.index.get(rk.collection);
     if (!single && !coll) {
-      this.drop('unsubscribed', upstream, parts.name);
+      this.drop('unsubscribed', upstream, resource.name);
       return;
     }
-    if (!parts.hasBody) {
-      this.applyHeartbeat(rk.key, parts, single, fan);
+    if (!resource.hasBody) {
+      this.applyHeartbeat(rk.key, resource, single, fan);
       return;
     }
     const { store } = this.opts;
     this.errors.delete(rk.key);
-    const stored: StoredResource = { key: rk.key, typeUrl, version: parts.version, resource: bytes, glob: rk.collection };
-    if (parts.ttlMs !== undefined && parts.ttlMs > 0) stored.expiresAt = Date.now() + parts.ttlMs;
+    const stored: StoredResource = { key: rk.key, typeUrl, version: resource.version, resource: resource.bytes, glob: rk.collection };
+    if (resource.ttlMs !== undefined && resource.ttlMs > 0) stored.expiresAt = Date.now() + resource.ttlMs;
     let entry: CacheEntry;
-    if (parts.doNotCache) {
+    if (resource.doNotCache) {
       if (single) single.refetch = true;
       if (coll) coll.refetch = true;
-      entry = store.uncacheable(stored, rk.name, parts);
+      entry = store.uncacheable(stored, rk.name, resource);
     } else {
-      entry = store.put(stored, rk.name, parts);
+      entry = store.put(stored, rk.name, resource);
       if (single) single.refetch = false;
     }
     const update = changed(entry, false);
@@ -498,11 +488,11 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
   }
 
   /** A TTL refresh: only singleton subscribers hear about it (the watcher checks that the client understands TTLs). */
-  private applyHeartbeat(key: string, parts: ResourceParts, single: Subscription | undefined, fan: FanOut): void {
-    const entry = this.opts.store.heartbeat(key, parts.version, parts.ttlMs);
+  private applyHeartbeat(key: string, beat: SplitResource, single: Subscription | undefined, fan: FanOut): void {
+    const entry = this.opts.store.heartbeat(key, beat.version, beat.ttlMs);
     if (!entry || !single) return;
     // The heartbeat's own parts: name, version and ttl without a payload.
-    const update: WatchUpdate = { kind: 'heartbeat', entry: new CacheEntry(entry.stored, entry.name, parts) };
+    const update: WatchUpdate = { kind: 'heartbeat', entry: new CacheEntry(entry.stored, entry.name, beat) };
     for (const [w, spellings] of single.watchers) w.update(single, spellings, update, fan);
   }
 
