@@ -12,7 +12,7 @@ import { RESOURCE_LOCATOR_TYPE } from '../src/proto/xds-names';
 import { splitSubscriptionChange } from '../src/upstream/request-split';
 import { PoisonBisect, type NamePair } from '../src/upstream/poison-bisect';
 import { makeResource } from './support/origin';
-import { CLUSTER, LISTENER, xdstp } from './support/names';
+import { CLUSTER, LISTENER, TTL_FEATURE, xdstp } from './support/names';
 
 const L = (rest: string): string => xdstp('a', LISTENER, rest);
 
@@ -141,7 +141,7 @@ test('a truncated response is rejected with whatever nonce was read before the f
 
 // ---------------------------------------------------------------- request splitting
 
-const NODE: Node = { id: 'relay-node', user_agent_name: 'xdstp-relay', client_features: ['xds.config.supports-resource-ttl'] };
+const NODE: Node = { id: 'relay-node', user_agent_name: 'xdstp-relay', client_features: [TTL_FEATURE] };
 
 function longName(i: number): string {
   return L(`split/${'p'.repeat(180)}/${i}`);
