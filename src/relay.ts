@@ -20,6 +20,7 @@ import type { UpstreamPort, UpstreamSink, UpstreamStatus } from './upstream/type
 import { createLogger, type Logger } from './log';
 import { RelayMetrics } from './metrics';
 import type { Node } from './proto/messages';
+import { TTL_CLIENT_FEATURE } from './proto/xds-names';
 import { createDownstreamSecurity, type DownstreamSecurity } from './security/downstream';
 import { peerIdentity } from './security/identity';
 import { ALLOW_ALL, PolicyStore, type ClientAuthorizer as JoinAuthorizer } from './security/policy';
@@ -75,7 +76,7 @@ function relayNode(nodeId: string): Node {
     id: nodeId,
     user_agent_name: 'xdstp-relay',
     user_agent_version: relayVersion(),
-    client_features: ['xds.config.supports-resource-ttl'],
+    client_features: [TTL_CLIENT_FEATURE],
   };
 }
 

@@ -12,7 +12,7 @@ import { RESOURCE_LOCATOR_TYPE } from '../src/proto/xds-names';
 import { splitSubscriptionChange } from '../src/upstream/request-split';
 import { PoisonBisect, type NamePair } from '../src/upstream/poison-bisect';
 import { makeResource } from './support/origin';
-import { CLUSTER, LISTENER, xdstp } from './support/names';
+import { CLUSTER, LISTENER, TTL_FEATURE, xdstp } from './support/names';
 
 const L = (rest: string): string => xdstp('a', LISTENER, rest);
 
@@ -35,7 +35,18 @@ test('a well-formed response is accepted with each Resource byte for byte', () =
   assert.ok(c.ok);
   assert.equal(c.typeUrl, LISTENER);
   assert.equal(c.nonce, 'n1');
-  assert.deepEqual(c.resources, [resourceCodec.encode(a), resourceCodec.encode(b)]);
+  assert.deepEqual(
+    c.resources.map((r) => r.bytes),
+    [resourceCodec.encode(a), resourceCodec.encode(b)],
+  );
+  // Split once, here: the engine takes them as they are.
+  assert.deepEqual(
+    c.resources.map((r) => [r.name, r.version, r.hasBody, r.ttlMs]),
+    [
+      [L('a'), 'v1', true, 30_000],
+      [L('b'), 'v2', false, undefined],
+    ],
+  );
   assert.deepEqual(c.removed, [L('gone')]);
   assert.deepEqual(c.errors, []);
 });
@@ -130,7 +141,7 @@ test('a truncated response is rejected with whatever nonce was read before the f
 
 // ---------------------------------------------------------------- request splitting
 
-const NODE: Node = { id: 'relay-node', user_agent_name: 'xdstp-relay', client_features: ['xds.config.supports-resource-ttl'] };
+const NODE: Node = { id: 'relay-node', user_agent_name: 'xdstp-relay', client_features: [TTL_FEATURE] };
 
 function longName(i: number): string {
   return L(`split/${'p'.repeat(180)}/${i}`);

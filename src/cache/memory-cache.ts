@@ -1,4 +1,4 @@
-import { assembleResource, type ResourceParts } from '../proto/resource-bytes';
+import { assembleResource, type SplitResource } from '../proto/resource-bytes';
 import type { StoredResource } from './types';
 
 /**
@@ -42,7 +42,7 @@ export class CacheEntry {
     readonly stored: StoredResource,
     /** The name glob members are sent under: the canonical URN, or the legacy name. */
     readonly name: string,
-    readonly parts: Pick<ResourceParts, 'body' | 'ttlField' | 'ttlMs' | 'payload'>,
+    readonly parts: Pick<SplitResource, 'body' | 'ttlField' | 'ttlMs' | 'payload'>,
     /** When the relay stored this version (ms since the epoch). */
     readonly updatedAt = Date.now(),
   ) {}

@@ -1,5 +1,5 @@
 import type { Logger } from '../log';
-import { splitResource, type ResourceParts } from '../proto/resource-bytes';
+import { splitResource, type SplitResource } from '../proto/resource-bytes';
 import { CacheEntry, type MemoryCache } from './memory-cache';
 import type { SharedStore, StoreBatch, StoredResource } from './types';
 
@@ -119,7 +119,7 @@ export class ResourceStore {
   }
 
   /** Stores a resource received from upstream; returns the entry fan-out uses. */
-  put(stored: StoredResource, name: string, parts: ResourceParts): CacheEntry {
+  put(stored: StoredResource, name: string, parts: SplitResource): CacheEntry {
     const entry = new CacheEntry(stored, name, parts);
     this.memory.set(entry);
     this.divergent.delete(stored.key);
@@ -133,7 +133,7 @@ export class ResourceStore {
    * A resource marked do_not_cache: it is not stored (in either tier) and any
    * older copy is dropped, so the next subscriber is fetched upstream again.
    */
-  uncacheable(stored: StoredResource, name: string, parts: ResourceParts): CacheEntry {
+  uncacheable(stored: StoredResource, name: string, parts: SplitResource): CacheEntry {
     this.forget(stored.key);
     this.memory.clearAbsent(stored.key);
     const entry = new CacheEntry(stored, name, parts);
@@ -224,7 +224,7 @@ export class ResourceStore {
   /** Puts a resource from the shared tier into memory (warm start, read-through). */
   admit(stored: StoredResource): CacheEntry | undefined {
     if (stored.expiresAt !== undefined && stored.expiresAt <= Date.now()) return undefined;
-    let parts: ResourceParts;
+    let parts: SplitResource;
     try {
       parts = splitResource(stored.resource);
     } catch {

@@ -1,21 +1,23 @@
-import { CacheEntry } from '../cache/memory-cache';
+import type { CacheEntry } from '../cache/memory-cache';
 import type { ResourceStore } from '../cache/resource-store';
-import type { StoredResource } from '../cache/types';
 import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
-import { splitResource, type ResourceParts } from '../proto/resource-bytes';
 import type { ResourceErrorInfo } from '../proto/resource-error';
-import { RESOURCE_LOCATOR_TYPE, WILDCARD } from '../proto/xds-names';
 import type { UpstreamPort, UpstreamSink, UpstreamUpdate } from '../upstream/types';
 import { FanOut } from './fan-out';
-import type { DropReason } from '../metrics';
-import { isRejection, legacyKey, type ResourceKey, type Router } from './routing';
-import { forEachSpelling, Subscription, type Spellings, type WatchUpdate, type Watcher } from './subscription';
+import { isRejection, type ResourceKey, type Router } from './routing';
+import {
+  addSpelling,
+  forEachSpelling,
+  removeSpelling,
+  Subscription,
+  type Spellings,
+  type WatchUpdate,
+  type Watcher,
+} from './subscription';
 import type { JoinAuthorizer, JoinRefusal, SubscriptionPort } from './types';
-
-/** google.rpc.Code values the engine treats specially in upstream resource_errors. */
-const NOT_FOUND = 5;
-const TRANSIENT_CODES = new Set([2 /* UNKNOWN */, 13 /* INTERNAL */, 14 /* UNAVAILABLE */]);
+import { UpdateApplier } from './update-applier';
+import { ABSENT, ABSENT_KEEP_HELD, allowsMember, changed } from './watch-updates';
 
 export interface EngineOptions {
   store: ResourceStore;
@@ -31,39 +33,12 @@ export interface EngineOptions {
   onDenied?(authority: string | null): void;
 }
 
-/** Does-not-exist of a singleton, or of a collection's whole content. */
-const ABSENT: WatchUpdate = { kind: 'does-not-exist', member: undefined, keepHeld: false };
-const ABSENT_KEEP_HELD: WatchUpdate = { kind: 'does-not-exist', member: undefined, keepHeld: true };
-
-/** One 'changed' update per cached entry, shared by every watcher and round that hands it on (a storm answers one member to thousands of clients). */
-const changedUpdates = new WeakMap<CacheEntry, WatchUpdate>();
-
-function changed(entry: CacheEntry, keepHeld: boolean): WatchUpdate {
-  if (keepHeld) return { kind: 'changed', entry, keepHeld };
-  let update = changedUpdates.get(entry);
-  if (!update) changedUpdates.set(entry, (update = { kind: 'changed', entry, keepHeld: false }));
-  return update;
-}
-
-
-function addSpelling(spellings: Spellings | undefined, spelling: string): Spellings {
-  if (spellings === undefined) return spelling;
-  if (typeof spellings === 'string') return spellings === spelling ? spellings : [spellings, spelling];
-  return spellings.includes(spelling) ? spellings : [...spellings, spelling];
-}
-
-function removeSpelling(spellings: Spellings, spelling: string): Spellings | undefined {
-  if (typeof spellings === 'string') return spellings === spelling ? undefined : spellings;
-  const rest = spellings.filter((s) => s !== spelling);
-  return rest.length === 0 ? undefined : rest.length === 1 ? rest[0] : rest;
-}
-
 /**
  * The subscription engine, protocol-neutral: canonical key → watchers with
  * refcounts and grace timers; the first watcher of a key subscribes upstream,
- * the last one leaving starts the grace timer. Upstream changes go into the
- * store first, then to exactly the watchers whose keys match, as entry
- * changes inside one fan-out round.
+ * the last one leaving starts the grace timer. What upstreams send is applied
+ * by update-applier.ts: into the store first, then to exactly the watchers
+ * whose keys match, as entry changes inside one fan-out round.
  */
 export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
   private readonly index = new Map<string, Subscription>();
@@ -77,7 +52,12 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
    */
   private readonly leftovers = new Map<string, Subscription>();
 
-  constructor(private readonly opts: EngineOptions) {}
+  private readonly updates: UpdateApplier;
+
+  constructor(private readonly opts: EngineOptions) {
+    const { store, router, metrics, logger, authorizer } = opts;
+    this.updates = new UpdateApplier({ store, router, metrics, logger, authorizer, index: this.index, errors: this.errors });
+  }
 
   get store(): ResourceStore {
     return this.opts.store;
@@ -221,14 +201,9 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
     else metrics.tally.cacheHitsMemory++;
   }
 
-  /**
-   * A policy's name prefixes can be narrower than a glob the client was
-   * allowed to join: each member is checked before it is delivered, so no
-   * byte of a denied resource reaches the client.
-   */
+  /** Whether `watcher` may be told of member `name` of `coll` (see allowsMember). */
   private memberAllowed(watcher: Watcher, coll: Subscription, name: string): boolean {
-    const authorizer = this.opts.authorizer;
-    return !authorizer || authorizer.allows(watcher.identity, coll.typeUrl, coll.authority, name);
+    return allowsMember(this.opts.authorizer, watcher, coll, name);
   }
 
   /**
@@ -366,30 +341,8 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
 
   /** Resources, removals and errors from one upstream response. */
   onResponse(upstream: UpstreamPort, update: UpstreamUpdate): void {
-    const { store, metrics } = this.opts;
     if (this.leftovers.size > 0) this.dropLeftovers(upstream);
-    const fan = new FanOut(update.receivedAt);
-    const answered = new Set<Subscription>();
-    store.begin();
-    try {
-      for (const bytes of update.resources) this.applyResource(upstream, update.typeUrl, bytes, fan, answered);
-      for (const name of update.removed) this.applyRemoval(upstream, update.typeUrl, name, fan, answered);
-      for (const e of update.errors) this.applyError(upstream, update.typeUrl, e, fan, answered);
-      // An empty response from the default upstream can only be its answer to
-      // the wildcard (an explicit name would be answered with a removal).
-      const empty = update.resources.length === 0 && update.removed.length === 0 && update.errors.length === 0;
-      if (upstream.authority === null && empty) {
-        const wildcard = this.index.get(legacyKey(update.typeUrl, WILDCARD));
-        if (wildcard && !wildcard.answered) answered.add(wildcard);
-      }
-      for (const sub of answered) this.markAnswered(sub, fan);
-    } finally {
-      store.commit();
-    }
-    const touched = fan.size;
-    fan.finish(() => {
-      if (touched > 0 || update.resources.length > 0) metrics.pushLatency.observe(Number(process.hrtime.bigint() - update.receivedAt) / 1e9);
-    });
+    this.updates.apply(upstream, update);
   }
 
   private withdrawal(sub: Subscription): WatchUpdate {
@@ -429,174 +382,6 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
 
   /** TTLs ran out: the resources are gone until the upstream sends them again. */
   onExpired(keys: string[]): void {
-    const fan = new FanOut();
-    const answered = new Set<Subscription>();
-    this.opts.store.begin();
-    try {
-      for (const key of keys) {
-        const entry = this.opts.store.get(key);
-        if (entry) this.removeResource(key, entry.name, entry.stored.glob, fan, answered);
-      }
-    } finally {
-      this.opts.store.commit();
-    }
-    fan.finish();
-  }
-
-  private drop(reason: DropReason | 'unsubscribed', upstream: UpstreamPort, name: string): void {
-    this.opts.metrics.droppedResources.inc({ reason });
-    this.opts.logger.debug({ upstream: upstream.label, name, reason }, 'upstream resource dropped');
-  }
-
-  private applyResource(upstream: UpstreamPort, typeUrl: string, bytes: Buffer, fan: FanOut, answered: Set<Subscription>): void {
-    let parts: ResourceParts;
-    try {
-      parts = splitResource(bytes);
-    } catch {
-      this.drop('malformed', upstream, '');
-      return;
-    }
-    const rk = this.opts.router.resourceKey(upstream.authority, typeUrl, parts.name);
-    if (typeof rk === 'string') {
-      this.drop(rk, upstream, parts.name);
-      return;
-    }
-    if (parts.hasBody && parts.payloadType !== typeUrl && parts.payloadType !== RESOURCE_LOCATOR_TYPE) {
-      this.drop('type_mismatch', upstream, parts.name);
-      return;
-    }
-    const single = this.index.get(rk.key);
-    const coll = this.index.get(rk.collection);
-    if (!single && !coll) {
-      this.drop('unsubscribed', upstream, parts.name);
-      return;
-    }
-    if (!parts.hasBody) {
-      this.applyHeartbeat(rk.key, parts, single, fan);
-      return;
-    }
-    const { store } = this.opts;
-    this.errors.delete(rk.key);
-    const stored: StoredResource = { key: rk.key, typeUrl, version: parts.version, resource: bytes, glob: rk.collection };
-    if (parts.ttlMs !== undefined && parts.ttlMs > 0) stored.expiresAt = Date.now() + parts.ttlMs;
-    let entry: CacheEntry;
-    if (parts.doNotCache) {
-      if (single) single.refetch = true;
-      if (coll) coll.refetch = true;
-      entry = store.uncacheable(stored, rk.name, parts);
-    } else {
-      entry = store.put(stored, rk.name, parts);
-      if (single) single.refetch = false;
-    }
-    const update = changed(entry, false);
-    if (single) for (const [w, spellings] of single.watchers) w.update(single, spellings, update, fan);
-    if (coll) {
-      for (const [w, spellings] of coll.watchers) if (this.memberAllowed(w, coll, entry.name)) w.update(coll, spellings, update, fan);
-      // A resource someone also subscribed by itself may answer that subscription, not the collection.
-      if (!coll.answered && !single) answered.add(coll);
-    }
-  }
-
-  /** A TTL refresh: only singleton subscribers hear about it (the watcher checks that the client understands TTLs). */
-  private applyHeartbeat(key: string, parts: ResourceParts, single: Subscription | undefined, fan: FanOut): void {
-    const entry = this.opts.store.heartbeat(key, parts.version, parts.ttlMs);
-    if (!entry || !single) return;
-    // The heartbeat's own parts: name, version and ttl without a payload.
-    const update: WatchUpdate = { kind: 'heartbeat', entry: new CacheEntry(entry.stored, entry.name, parts) };
-    for (const [w, spellings] of single.watchers) w.update(single, spellings, update, fan);
-  }
-
-  private applyRemoval(upstream: UpstreamPort, typeUrl: string, name: string, fan: FanOut, answered: Set<Subscription>): void {
-    const rk = this.opts.router.removalKey(upstream.authority, typeUrl, name);
-    if (!rk) {
-      this.drop('foreign_authority', upstream, name);
-      return;
-    }
-    if (rk.isCollection) {
-      const coll = this.index.get(rk.key);
-      const members = this.opts.store.members(rk.key);
-      // Removing the last member announces the empty collection itself.
-      for (const m of members) this.removeResource(m.key, m.name, rk.key, fan, answered);
-      if (members.length === 0) this.announceEmpty(rk.key, fan);
-      if (coll && !coll.answered) answered.add(coll);
-      return;
-    }
-    const held = this.opts.router.heldKey(typeUrl, name);
-    this.removeResource(rk.key, held?.name ?? name, held?.collection, fan, answered);
-  }
-
-  private applyError(upstream: UpstreamPort, typeUrl: string, e: { name: string; code: number; message: string }, fan: FanOut, answered: Set<Subscription>): void {
-    if (e.code === NOT_FOUND) {
-      this.applyRemoval(upstream, typeUrl, e.name, fan, answered);
-      return;
-    }
-    const rk = this.opts.router.removalKey(upstream.authority, typeUrl, e.name);
-    if (!rk) {
-      this.drop('foreign_authority', upstream, e.name);
-      return;
-    }
-    const error: ResourceErrorInfo = { name: e.name, code: e.code, message: e.message };
-    const single = this.index.get(rk.key);
-    const held = rk.isCollection ? undefined : this.opts.router.heldKey(typeUrl, e.name);
-    const coll = held ? this.index.get(held.collection) : undefined;
-    if (!single && !coll) return;
-    if (single) this.errors.set(rk.key, error);
-    // A transient failure keeps the last good copy; anything else means the cached one is no longer valid.
-    if (!TRANSIENT_CODES.has(e.code) && !rk.isCollection) this.opts.store.remove(rk.key);
-    if (single) {
-      const update: WatchUpdate = { kind: 'error', name: e.name, error };
-      for (const [w, spellings] of single.watchers) w.update(single, spellings, update, fan);
-    }
-    if (coll) {
-      const update: WatchUpdate = { kind: 'error', name: held!.name, error };
-      for (const [w, spellings] of coll.watchers) if (this.memberAllowed(w, coll, held!.name)) w.update(coll, spellings, update, fan);
-    }
-  }
-
-  private announceEmpty(collection: string, fan: FanOut): void {
-    const coll = this.index.get(collection);
-    // Markers only for what a live subscription asked about.
-    if (!coll) return;
-    this.opts.store.markAbsent(collection, true);
-    for (const [w, spellings] of coll.watchers) w.update(coll, spellings, ABSENT, fan);
-  }
-
-  /**
-   * `key` no longer exists: drop it, tell its singleton watchers it is absent
-   * and its collection's watchers it was removed — even when nothing was
-   * cached, since a client may hold it from another relay or an earlier stream.
-   */
-  private removeResource(key: string, name: string, collection: string | undefined, fan: FanOut, answered: Set<Subscription>): void {
-    const { store } = this.opts;
-    const entry = store.remove(key);
-    this.errors.delete(key);
-    const single = this.index.get(key);
-    if (single) {
-      store.markAbsent(key, false);
-      for (const [w, spellings] of single.watchers) w.update(single, spellings, ABSENT, fan);
-    }
-    const collKey = entry?.stored.glob ?? collection;
-    if (collKey === undefined) return;
-    const coll = this.index.get(collKey);
-    if (!coll) return;
-    const gone: WatchUpdate = { kind: 'does-not-exist', member: entry?.name ?? name, keepHeld: false };
-    for (const [w, spellings] of coll.watchers) w.update(coll, spellings, gone, fan);
-    if (!coll.answered && !single) answered.add(coll);
-    if (store.memberCount(collKey) === 0 && entry) this.announceEmpty(collKey, fan);
-  }
-
-  /**
-   * A collection's content is now known: empty ones are marked, watchers
-   * reconcile what their clients listed. Only a response that cannot be the
-   * answer to something else counts (a member nobody subscribed to alone, the
-   * glob's own removal, an empty answer to the wildcard): a removal that
-   * reconciliation sends on a guess would take configuration away.
-   */
-  private markAnswered(sub: Subscription, fan: FanOut): void {
-    sub.answered = true;
-    const { store } = this.opts;
-    if (store.memberCount(sub.key) === 0 && !store.isAbsent(sub.key)) this.announceEmpty(sub.key, fan);
-    const complete: WatchUpdate = { kind: 'complete', members: store.members(sub.key) };
-    for (const [w, spellings] of sub.watchers) w.update(sub, spellings, complete, fan);
+    this.updates.expire(keys);
   }
 }

@@ -48,6 +48,19 @@ export function forEachSpelling(spellings: Spellings, fn: (s: string) => void): 
   else for (const s of spellings) fn(s);
 }
 
+/** `spellings` with `spelling` added; the same value when it was there already. */
+export function addSpelling(spellings: Spellings | undefined, spelling: string): Spellings {
+  if (spellings === undefined) return spelling;
+  if (typeof spellings === 'string') return spellings === spelling ? spellings : [spellings, spelling];
+  return spellings.includes(spelling) ? spellings : [...spellings, spelling];
+}
+
+/** `spellings` without `spelling`: undefined when none is left, a lone string as it was when it is another spelling, else a new list. */
+export function removeSpelling(spellings: Spellings, spelling: string): Spellings | undefined {
+  if (typeof spellings === 'string') return spellings === spelling ? undefined : spellings;
+  const rest = spellings.filter((s) => s !== spelling);
+  return rest.length === 0 ? undefined : rest.length === 1 ? rest[0] : rest;
+}
 
 /** One deduplicated subscription: every watcher that asked for the same canonical key. */
 export class Subscription {

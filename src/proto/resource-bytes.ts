@@ -13,7 +13,9 @@ const RESOURCE_CACHE_CONTROL = 7;
  * own spelling of the name and drop `ttl` for clients that don't understand it
  * without the payload ever being decoded.
  */
-export interface ResourceParts {
+export interface SplitResource {
+  /** The whole encoded `Resource`, untouched (what the cache stores and shares). */
+  bytes: Buffer;
   name: string;
   version: string;
   /** False for a TTL heartbeat (a Resource with a version but no payload). */
@@ -57,8 +59,9 @@ function readAnyType(buf: Uint8Array, start: number, end: number): string {
 }
 
 /** Throws WireError when the bytes are not a well-formed Resource (strings included: they must be UTF-8). */
-export function splitResource(bytes: Buffer): ResourceParts {
-  const parts: ResourceParts = {
+export function splitResource(bytes: Buffer): SplitResource {
+  const parts: SplitResource = {
+    bytes,
     name: '',
     version: '',
     hasBody: false,

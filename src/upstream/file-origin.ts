@@ -22,6 +22,7 @@ import { WILDCARD } from '../proto/xds-names';
 import { formatName, isXdstpName, parseUrl } from '../xdstp';
 import { ResourceDirectory } from './file-directory';
 import type { FileResource } from './file-format';
+import { checkContent } from './response-check';
 import type { UpstreamPort, UpstreamSink } from './types';
 
 export interface FileOriginOptions {
@@ -252,9 +253,17 @@ export class FileOrigin implements UpstreamPort {
   }
 
   private deliver(typeUrl: string, resources: Buffer[], removed: string[]): void {
+    const receivedAt = process.hrtime.bigint();
     this.opts.metrics.upstreamResponses.inc({ authority: this.label });
+    // The same checks as a control plane's response; the files were checked on
+    // load, so a fault here is the origin's own bug, not the operator's.
+    const checked = checkContent(typeUrl, resources, removed);
+    if (!checked.ok) {
+      this.opts.logger.error({ authority: this.label, typeUrl, reason: checked.reason, detail: checked.message }, 'file origin update failed the response checks; not applied');
+      return;
+    }
     try {
-      this.opts.sink.onResponse(this, { typeUrl, resources, removed, errors: [], receivedAt: process.hrtime.bigint() });
+      this.opts.sink.onResponse(this, { typeUrl, resources: checked.resources, removed: checked.removed, errors: [], receivedAt });
     } catch (err) {
       this.opts.logger.error({ authority: this.label, err }, 'failed to apply file origin update');
     }

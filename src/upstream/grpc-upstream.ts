@@ -1,23 +1,21 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
-import { DeltaAdsClient, openDeltaStream } from '../proto/ads-service';
+import { openDeltaStream } from '../proto/ads-service';
 import { deltaRequestCodec, type DeltaDiscoveryRequest, type Node } from '../proto/messages';
 import { insecureChannel, type ChannelSetup } from '../security/tls';
 import { Backoff } from './backoff';
+import { awaitReady, openClient } from './grpc-connect';
 import { PoisonBisect, type NamePair } from './poison-bisect';
+import { RejectedNames } from './rejected-names';
 import { DEFAULTS } from '../config';
 import { splitSubscriptionChange, type SubscriptionChange } from './request-split';
 import { checkDeltaResponse } from './response-check';
-import type { UpstreamError, UpstreamPort, UpstreamServerStatus, UpstreamSink } from './types';
+import { ServerHistory } from './server-history';
+import { byType, SubscriptionLedger } from './subscription-ledger';
+import type { UpstreamPort, UpstreamServerStatus, UpstreamSink } from './types';
 
 export type UpstreamState = 'idle' | 'connecting' | 'ready' | 'backoff' | 'closed';
-
-interface ServerHistory {
-  lastError?: UpstreamError;
-  lastConnectedAt?: number;
-  lastResponseAt?: number;
-}
 
 /** google.rpc.Code INVALID_ARGUMENT: the code of the relay's NACKs. */
 const NACK_CODE = 3;
@@ -65,49 +63,6 @@ export interface GrpcUpstreamOptions {
 
 type Stream = grpc.ClientDuplexStream<Buffer, Buffer>;
 
-function addAll(map: Map<string, Set<string>>, typeUrl: string, name: string): void {
-  let set = map.get(typeUrl);
-  if (!set) map.set(typeUrl, (set = new Set()));
-  set.add(name);
-}
-
-function removeFrom(map: Map<string, Set<string>>, typeUrl: string, name: string): void {
-  map.get(typeUrl)?.delete(name);
-}
-
-function byType(pairs: readonly NamePair[]): Map<string, string[]> {
-  const out = new Map<string, string[]>();
-  for (const p of pairs) {
-    let names = out.get(p.typeUrl);
-    if (!names) out.set(p.typeUrl, (names = []));
-    names.push(p.name);
-  }
-  return out;
-}
-
-function pairsOf(map: Map<string, Set<string>>): NamePair[] {
-  const out: NamePair[] = [];
-  for (const [typeUrl, names] of map) for (const name of names) out.push({ typeUrl, name });
-  return out;
-}
-
-/** Resolves once the channel is READY; rejects on failure or after `timeoutMs`. */
-function awaitReady(client: grpc.Client, timeoutMs: number): Promise<void> {
-  const channel = client.getChannel();
-  const deadline = Date.now() + timeoutMs;
-  return new Promise((resolve, reject) => {
-    const check = (): void => {
-      const state = channel.getConnectivityState(true);
-      if (state === grpc.connectivityState.READY) return resolve();
-      if (state === grpc.connectivityState.TRANSIENT_FAILURE || state === grpc.connectivityState.SHUTDOWN) {
-        return reject(new Error(`connection failed (${grpc.connectivityState[state]})`));
-      }
-      channel.watchConnectivityState(state, deadline, (err) => (err ? reject(new Error('connect timed out')) : check()));
-    };
-    check();
-  });
-}
-
 /**
  * One authority's delta-ADS stream, all type URLs multiplexed, to the first
  * reachable server of its list. Keeps the desired subscription set and
@@ -120,13 +75,10 @@ export class GrpcUpstream implements UpstreamPort {
   readonly authority: string | null;
   readonly label: string;
   private state: UpstreamState = 'idle';
-  private readonly desired = new Map<string, Set<string>>();
-  private readonly toSubscribe = new Map<string, Set<string>>();
-  private readonly toUnsubscribe = new Map<string, Set<string>>();
-  /** Poison names → when they may be asked upstream again. */
-  private readonly rejected = new Map<string, number>();
-  /** Rejections to report for names subscribed again within `rejectedRetryMs`. */
-  private readonly pendingRejections = new Map<string, Set<string>>();
+  /** Names wanted per type URL, and the changes not yet written. */
+  private readonly ledger = new SubscriptionLedger();
+  /** Poison names, until they may be asked upstream again; rejections owed to names subscribed again meanwhile. */
+  private readonly rejected = new RejectedNames();
   private readonly bisect: PoisonBisect;
   private flushTimer: NodeJS.Timeout | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
@@ -143,9 +95,7 @@ export class GrpcUpstream implements UpstreamPort {
   private lastFlushAt = 0;
   private currentTarget = '';
   /** Per server: its last failure, last stream opened, last response (for /debug/upstreams). */
-  private readonly history = new Map<string, ServerHistory>();
-  /** The latest failure of any server: the cause the "upstream unavailable" warning gives. */
-  private lastError: UpstreamError | undefined;
+  private readonly history = new ServerHistory();
   private readonly backoff: Backoff;
   private readonly batchMs: number;
   private readonly connectTimeoutMs: number;
@@ -162,7 +112,7 @@ export class GrpcUpstream implements UpstreamPort {
     this.rejectedRetryMs = opts.rejectedRetryMs ?? 5 * 60_000;
     this.bisect = new PoisonBisect({
       settleMs: opts.settleMs ?? 1000,
-      isDesired: (typeUrl, name) => this.desired.get(typeUrl)?.has(name) ?? false,
+      isDesired: (typeUrl, name) => this.ledger.has(typeUrl, name),
     });
     opts.metrics.upstreamConnected.set({ authority: this.label }, 0);
   }
@@ -179,32 +129,15 @@ export class GrpcUpstream implements UpstreamPort {
     rejectedNames: number;
     servers: UpstreamServerStatus[];
   } {
-    const types: Record<string, number> = {};
-    for (const [t, names] of this.desired) types[t] = names.size;
-    const iso = (t: number | undefined): string | null => (t === undefined ? null : new Date(t).toISOString());
-    const servers = this.opts.targets.map((target) => {
-      const h = this.serverHistory(target);
-      return {
-        target,
-        state: target === this.currentTarget ? this.state : 'standby',
-        lastError: h.lastError ?? null,
-        lastConnected: iso(h.lastConnectedAt),
-        lastResponse: iso(h.lastResponseAt),
-      };
-    });
-    return { state: this.state, target: this.currentTarget, types, suspectNames: this.bisect.heldCount, rejectedNames: this.rejected.size, servers };
-  }
-
-  private serverHistory(target: string): ServerHistory {
-    let h = this.history.get(target);
-    if (!h) this.history.set(target, (h = {}));
-    return h;
-  }
-
-  private recordError(target: string, code: number, message: string): void {
-    const error = { code, codeName: String(grpc.status[code] ?? code), message, at: new Date().toISOString() };
-    this.serverHistory(target).lastError = error;
-    this.lastError = error;
+    const servers = this.history.status(this.opts.targets, this.currentTarget, this.state);
+    return {
+      state: this.state,
+      target: this.currentTarget,
+      types: this.ledger.counts(),
+      suspectNames: this.bisect.heldCount,
+      rejectedNames: this.rejected.size,
+      servers,
+    };
   }
 
   start(): void {
@@ -212,36 +145,27 @@ export class GrpcUpstream implements UpstreamPort {
   }
 
   subscriptionCount(): number {
-    let n = 0;
-    for (const names of this.desired.values()) n += names.size;
-    return n;
+    return this.ledger.size;
   }
 
   subscribe(typeUrl: string, name: string): void {
-    if (this.stillRejected(typeUrl, name)) {
+    if (this.rejected.isRejected(typeUrl, name, Date.now())) {
       this.reportRejectedLater(typeUrl, name);
       return;
     }
-    addAll(this.desired, typeUrl, name);
-    removeFrom(this.toUnsubscribe, typeUrl, name);
-    addAll(this.toSubscribe, typeUrl, name);
+    this.ledger.subscribe(typeUrl, name);
     this.scheduleFlush();
   }
 
   unsubscribe(typeUrl: string, name: string): void {
     // A rejected name was dropped already: the control plane never took it.
-    if (!this.desired.get(typeUrl)?.has(name)) return;
-    removeFrom(this.desired, typeUrl, name);
-    removeFrom(this.toSubscribe, typeUrl, name);
+    if (!this.ledger.unsubscribe(typeUrl, name)) return;
     this.bisect.forget(typeUrl, name);
-    addAll(this.toUnsubscribe, typeUrl, name);
     this.scheduleFlush();
   }
 
   refetch(typeUrl: string, name: string): void {
-    if (!this.desired.get(typeUrl)?.has(name)) return;
-    addAll(this.toSubscribe, typeUrl, name);
-    this.scheduleFlush();
+    if (this.ledger.refetch(typeUrl, name)) this.scheduleFlush();
   }
 
   close(): void {
@@ -264,23 +188,12 @@ export class GrpcUpstream implements UpstreamPort {
 
   // --- rejected (poison) names ---------------------------------------------
 
-  private stillRejected(typeUrl: string, name: string): boolean {
-    const key = `${typeUrl}\n${name}`;
-    const until = this.rejected.get(key);
-    if (until === undefined) return false;
-    if (until > Date.now()) return true;
-    this.rejected.delete(key);
-    return false;
-  }
-
   /** Answered on a later turn: the hub is in the middle of its own subscribe call. */
   private reportRejectedLater(typeUrl: string, name: string): void {
-    addAll(this.pendingRejections, typeUrl, name);
+    this.rejected.owe(typeUrl, name);
     this.rejectionTimer ??= setImmediate(() => {
       this.rejectionTimer = undefined;
-      const pending = pairsOf(this.pendingRejections);
-      this.pendingRejections.clear();
-      for (const [t, names] of byType(pending)) this.tellRejected(t, names);
+      for (const [t, names] of this.rejected.takeOwed()) this.tellRejected(t, names);
     });
   }
 
@@ -294,9 +207,8 @@ export class GrpcUpstream implements UpstreamPort {
     }
     for (const [typeUrl, names] of byType(pairs)) {
       for (const name of names) {
-        removeFrom(this.desired, typeUrl, name);
-        removeFrom(this.toSubscribe, typeUrl, name);
-        this.rejected.set(`${typeUrl}\n${name}`, until);
+        this.ledger.drop(typeUrl, name);
+        this.rejected.reject(typeUrl, name, until);
       }
       this.opts.metrics.upstreamRejectedNames.inc({ authority: this.label }, names.length);
       this.opts.logger.warn(
@@ -337,21 +249,12 @@ export class GrpcUpstream implements UpstreamPort {
    */
   private flush(): void {
     if (this.state !== 'ready') return;
-    if (this.bisect.active) {
-      this.bisect.enqueue(pairsOf(this.toSubscribe));
-      this.toSubscribe.clear();
-    }
-    const types = new Set([...this.toSubscribe.keys(), ...this.toUnsubscribe.keys()]);
+    if (this.bisect.active) this.bisect.enqueue(this.ledger.takeSubscribes());
     const sent: NamePair[] = [];
-    for (const typeUrl of types) {
-      const subscribe = [...(this.toSubscribe.get(typeUrl) ?? [])];
-      const unsubscribe = [...(this.toUnsubscribe.get(typeUrl) ?? [])];
-      if (subscribe.length === 0 && unsubscribe.length === 0) continue;
-      this.sendChange({ typeUrl, subscribe, unsubscribe });
-      for (const name of subscribe) sent.push({ typeUrl, name });
+    for (const change of this.ledger.takeChanges()) {
+      this.sendChange(change);
+      for (const name of change.subscribe) sent.push({ typeUrl: change.typeUrl, name });
     }
-    this.toSubscribe.clear();
-    this.toUnsubscribe.clear();
     this.bisect.recordSent(sent, performance.now());
     this.pump();
   }
@@ -420,7 +323,8 @@ export class GrpcUpstream implements UpstreamPort {
     // Warn once per outage, not once per retry.
     if (state === 'backoff' && !this.outage) {
       this.outage = true;
-      this.opts.logger.warn({ ...log, error: this.lastError }, `upstream unavailable${this.lastError ? `: ${this.lastError.message}` : ''}`);
+      const error = this.history.lastError;
+      this.opts.logger.warn({ ...log, error }, `upstream unavailable${error ? `: ${error.message}` : ''}`);
     } else if (state === 'ready') {
       this.outage = false;
       this.opts.logger.info(log, 'upstream connected');
@@ -436,19 +340,13 @@ export class GrpcUpstream implements UpstreamPort {
       this.currentTarget = target;
       this.setState('connecting');
       const channel = (this.opts.channelFor ?? insecureChannel)(target);
-      const client = new DeltaAdsClient(target, channel.credentials, {
-        'grpc.keepalive_time_ms': 30_000,
-        'grpc.keepalive_timeout_ms': 10_000,
-        'grpc.max_receive_message_length': 64 * 1024 * 1024,
-        'grpc.initial_reconnect_backoff_ms': 200,
-        ...channel.options,
-      });
+      const client = openClient(target, channel);
       try {
         await awaitReady(client, this.connectTimeoutMs);
       } catch (err) {
         client.close();
         // No stream ever opened: the channel's own failure, reported as gRPC does (UNAVAILABLE).
-        this.recordError(target, grpc.status.UNAVAILABLE, `${target}: ${(err as Error).message}`);
+        this.history.failed(target, grpc.status.UNAVAILABLE, `${target}: ${(err as Error).message}`, Date.now());
         this.opts.logger.debug({ authority: this.label, target, err: (err as Error).message }, 'upstream server unreachable');
         continue;
       }
@@ -492,20 +390,17 @@ export class GrpcUpstream implements UpstreamPort {
     stream.on('error', (err: grpc.ServiceError) => onEnd(err.code, `${grpc.status[err.code] ?? err.code}: ${err.details ?? err.message}`));
     stream.on('status', (s: grpc.StatusObject) => onEnd(s.code, `${grpc.status[s.code]}: ${s.details}`));
     stream.on('end', () => onEnd(grpc.status.OK, 'closed by server'));
-    this.serverHistory(this.currentTarget).lastConnectedAt = Date.now();
+    this.history.connected(this.currentTarget, Date.now());
     this.setState('ready');
     // The new stream starts from nothing: replay the subscription set with the
     // versions we hold (names under suspicion wait for their probe).
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
-    if (this.bisect.active) this.bisect.enqueue(pairsOf(this.toSubscribe));
-    this.toSubscribe.clear();
-    this.toUnsubscribe.clear();
+    const pending = this.ledger.takeSubscribes();
+    if (this.bisect.active) this.bisect.enqueue(pending);
+    this.ledger.clearPending();
     this.bisect.streamOpened();
-    const replay: NamePair[] = [];
-    for (const [typeUrl, names] of this.desired) {
-      for (const name of names) if (!this.bisect.holds(typeUrl, name)) replay.push({ typeUrl, name });
-    }
+    const replay = this.ledger.wanted().filter((p) => !this.bisect.holds(p.typeUrl, p.name));
     this.sendWithVersions(replay);
     this.bisect.recordSent(replay, performance.now());
     this.pump();
@@ -515,7 +410,7 @@ export class GrpcUpstream implements UpstreamPort {
     clearTimeout(this.probeTimer);
     this.probeTimer = undefined;
     const wasSearching = this.bisect.active;
-    this.recordError(this.currentTarget, code, why);
+    this.history.failed(this.currentTarget, code, why, Date.now());
     const rejected = this.bisect.streamEnded(performance.now(), !GONE_AWAY_CODES.has(code));
     this.opts.logger.warn({ authority: this.label, target: this.currentTarget, why }, 'upstream stream ended');
     if (rejected.length > 0) this.reject(rejected);
@@ -530,7 +425,7 @@ export class GrpcUpstream implements UpstreamPort {
 
   private onData(bytes: Buffer): void {
     const receivedAt = process.hrtime.bigint();
-    this.serverHistory(this.currentTarget).lastResponseAt = Date.now();
+    this.history.responded(this.currentTarget, Date.now());
     this.opts.metrics.upstreamResponses.inc({ authority: this.label });
     if (!this.streamAnswered) {
       // The control plane is serving: a later failure starts from the shortest backoff again.

@@ -1,3 +1,5 @@
+import type { SplitResource } from '../proto/resource-bytes';
+
 /** What an upstream reports of itself (admin /debug/upstreams, readiness). */
 export interface UpstreamStatus {
   /** idle, connecting, ready, backoff, closed (a gRPC upstream); loading, ready, closed… (a file origin). */
@@ -65,8 +67,8 @@ export interface UpstreamResourceError {
 /** One upstream response that passed the checks (see response-check.ts), as the relay applies it. */
 export interface UpstreamUpdate {
   typeUrl: string;
-  /** Each an encoded envoy `Resource`, bytes untouched. */
-  resources: Buffer[];
+  /** Each an envoy `Resource` the checks split (its bytes untouched): the engine uses them as they are. */
+  resources: SplitResource[];
   /** `removed_resources` (6) plus the names of `removed_resource_names` (8), each once. */
   removed: string[];
   /** `resource_errors` (9). */

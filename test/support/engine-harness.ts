@@ -10,6 +10,7 @@ import { ResourceStore } from '../../src/cache/resource-store';
 import { SubscriptionEngine } from '../../src/hub/engine';
 import { FanOut } from '../../src/hub/fan-out';
 import { Router } from '../../src/hub/routing';
+import { checkContent } from '../../src/upstream/response-check';
 import type { UpstreamPort } from '../../src/upstream/types';
 import { createLogger } from '../../src/log';
 import { RelayMetrics } from '../../src/metrics';
@@ -98,13 +99,12 @@ export function setup(opts: { defaultUpstream?: boolean } = {}) {
       unsubscribe: (names: string[]) => round((f) => state.unsubscribe(names, f)),
     };
   };
-  const push = (upstream: UpstreamPort, typeUrl: string, resources: Array<[string, string]>, removed: string[] = []) =>
-    engine.onResponse(upstream, {
-      typeUrl,
-      resources: resources.map(([name, version]) => resourceCodec.encode(makeResource(typeUrl, name, `${name}@${version}`, version))),
-      removed,
-      errors: [],
-      receivedAt: process.hrtime.bigint(),
-    });
+  /** An upstream response, checked and split as an upstream hands it over. */
+  const push = (upstream: UpstreamPort, typeUrl: string, resources: Array<[string, string]>, removed: string[] = []) => {
+    const encoded = resources.map(([name, version]) => resourceCodec.encode(makeResource(typeUrl, name, `${name}@${version}`, version)));
+    const checked = checkContent(typeUrl, encoded, removed);
+    if (!checked.ok) throw new Error(`the harness pushed a response the upstream would NACK: ${checked.message}`);
+    engine.onResponse(upstream, { typeUrl, resources: checked.resources, removed: checked.removed, errors: [], receivedAt: process.hrtime.bigint() });
+  };
   return { engine, store, a, legacy, client, push, metrics };
 }

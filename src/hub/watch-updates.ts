@@ -1,0 +1,31 @@
+/**
+ * The updates the engine tells watchers that are the same for every watcher
+ * (built once and shared), and the check every delivery of a collection
+ * member passes: whether the watcher may be told of that member at all.
+ */
+import type { CacheEntry } from '../cache/memory-cache';
+import type { Subscription, WatchUpdate, Watcher } from './subscription';
+import type { JoinAuthorizer } from './types';
+
+/** Does-not-exist of a singleton, or of a collection's whole content. */
+export const ABSENT: WatchUpdate = { kind: 'does-not-exist', member: undefined, keepHeld: false };
+export const ABSENT_KEEP_HELD: WatchUpdate = { kind: 'does-not-exist', member: undefined, keepHeld: true };
+
+/** One 'changed' update per cached entry, shared by every watcher and round that hands it on (a storm answers one member to thousands of clients). */
+const changedUpdates = new WeakMap<CacheEntry, WatchUpdate>();
+
+export function changed(entry: CacheEntry, keepHeld: boolean): WatchUpdate {
+  if (keepHeld) return { kind: 'changed', entry, keepHeld };
+  let update = changedUpdates.get(entry);
+  if (!update) changedUpdates.set(entry, (update = { kind: 'changed', entry, keepHeld: false }));
+  return update;
+}
+
+/**
+ * A policy's name prefixes can be narrower than a glob the client was
+ * allowed to join: each member is checked before it is delivered, so no
+ * byte of a denied resource reaches the client. No authorizer: everything.
+ */
+export function allowsMember(authorizer: JoinAuthorizer | undefined, watcher: Watcher, coll: Subscription, name: string): boolean {
+  return !authorizer || authorizer.allows(watcher.identity, coll.typeUrl, coll.authority, name);
+}
