@@ -5,7 +5,8 @@ import type { RelayMetrics } from '../metrics';
 import { encodeDeltaResponse } from '../proto/delta-response';
 import { encodeResourceError } from '../proto/resource-error';
 import { encodeSotwResponse } from '../proto/sotw-response';
-import type { OutgoingResponse, Pending, ResponseBuilder, SubscriptionState } from './subscription-state';
+import type { OutgoingResponse, Pending } from './outgoing';
+import type { ResponseBuilder, SubscriptionState } from './subscription-state';
 
 
 /** Room left in every response for its type URL, nonce, version and field tags. */
@@ -108,7 +109,7 @@ class RecentAnswers {
       return undefined;
     }
     // A stream never gets the same nonce twice.
-    if (hit.some((r) => r.nonce === state.lastNonce || state.unacked.includes(r))) return undefined;
+    if (hit.some((r) => r.nonce === state.ledger.lastNonce || state.ledger.unacked.includes(r))) return undefined;
     return hit;
   }
 
