@@ -21,7 +21,7 @@ export class DeltaStream extends AdsStream {
     const subscribe = state.requestedNames(req.subscribe, req.unsubscribe.length > 0);
     // A plain ACK (the most frequent request by far) changes no subscription.
     if (subscribe.length === 0 && req.unsubscribe.length === 0 && !first) return;
-    // Subscription changes count even with a stale nonce (spec 001).
+    // Subscription changes count even with a stale nonce.
     const fan = new FanOut();
     if (req.unsubscribe.length > 0) state.unsubscribe(req.unsubscribe, fan);
     if (first) state.setInitialVersions(req.initialVersions);

@@ -31,8 +31,8 @@ export interface ProtocolRules {
  * Incremental (delta) xDS: an ACK or NACK counts whatever response it
  * answers, and only the first request of a Listener or Cluster stream naming
  * nothing is the legacy wildcard. It lasts until `*` is explicitly
- * unsubscribed; naming more resources later adds to it (spec 001, "how a
- * client specifies resources").
+ * unsubscribed; naming more resources later adds to it
+ * (docs/subscription-semantics.md).
  */
 export const DELTA_RULES: ProtocolRules = {
   protocol: 'delta',

@@ -162,7 +162,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
 
   /**
    * Subscribes `names`. A newly named resource is sent even if the client
-   * already holds it (spec 001), unless it listed it in `initial` (the
+   * already holds it (docs/subscription-semantics.md), unless it listed it in `initial` (the
    * reconnect's initial_resource_versions). A name the client already
    * subscribes is asked for again: it is sent again (every member, for a
    * collection), a refused one is answered again.
