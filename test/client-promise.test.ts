@@ -13,7 +13,7 @@ import { withRelay } from './support/relay-fixture';
 import { CLUSTER, ENDPOINT, LISTENER, xdstp } from './support/names';
 import { assertWellFormed } from './support/assertions';
 import { sleep } from './support/wait';
-import { SotwClient } from './support/sotw-client';
+import { SotwClient, withSotwClient } from './support/sotw-client';
 
 const T = { timeout: 30_000 };
 const E = (rest: string): string => xdstp('a', ENDPOINT, rest);
@@ -198,22 +198,18 @@ test('a SotW client that rejected a member gets it again when it subscribes the 
   await withRelay({}, async ({ origin, address }) => {
     origin.setResource(ENDPOINT, E('g/m1'), 'one', 'v1');
     let rejectNext = true;
-    const c = new SotwClient(address, {
-      reject: () => {
-        if (!rejectNext) return undefined;
-        rejectNext = false;
-        return 'not now';
-      },
-    });
-    try {
+    const reject = (): string | undefined => {
+      if (!rejectNext) return undefined;
+      rejectNext = false;
+      return 'not now';
+    };
+    await withSotwClient(address, { reject }, async (c) => {
       c.request(ENDPOINT, [E('g/m1')]);
       await c.waitFor(() => c.of(ENDPOINT).length === 1, 'the rejected answer');
       c.request(ENDPOINT, [E('g/m1'), GLOB]);
       await c.waitFor(() => c.of(ENDPOINT).length === 2, 'the member again');
       assert.deepEqual(SotwClient.payloads(c.of(ENDPOINT)[1]!), ['one']);
-    } finally {
-      c.close();
-    }
+    });
   });
 });
 
@@ -273,8 +269,7 @@ test('unsubscribing another spelling of a glob member the client rejected does n
 test('a SotW client dropping from its list a missing name its glob covers gets no new state of the world', T, async () => {
   await withRelay({}, async ({ origin, address }) => {
     origin.setResource(CLUSTER, C('g/m2'), 'two', 'v1');
-    const c = new SotwClient(address);
-    try {
+    await withSotwClient(address, async (c) => {
       c.request(CLUSTER, [C('g/*'), C('g/m1')]);
       await c.waitFor(() => c.of(CLUSTER).some((r) => (r.resources ?? []).length === 1), 'the glob answered');
       const before = c.of(CLUSTER).length;
@@ -283,9 +278,7 @@ test('a SotW client dropping from its list a missing name its glob covers gets n
       await c.waitFor(() => c.of(LISTENER).length === 1, 'the barrier answered');
       await sleep(100);
       assert.equal(c.of(CLUSTER).length, before, 'nothing changed for the client, so nothing is sent');
-    } finally {
-      c.close();
-    }
+    });
   });
 });
 
@@ -302,15 +295,12 @@ test('a SotW client reconnecting on the wildcard while another client holds one 
     await other.waitForVersion(CLUSTER, 'l2', 'v1');
     first.close();
     await cp.waitFor(() => !cp.subscribedNames(CLUSTER).has('*'), 'the wildcard released upstream');
-    const again = new SotwClient(address);
-    try {
+    await withSotwClient(address, async (again) => {
       again.request(CLUSTER, []);
       await again.waitFor(() => again.of(CLUSTER).length >= 1, 'the wildcard answered again');
       const names = SotwClient.payloads(again.of(CLUSTER)[0]!).sort();
       assert.deepEqual(names, ['one', 'two'], 'a state of the world without l1 would tell the client it was removed');
-    } finally {
-      again.close();
-    }
+    });
   });
 });
 
@@ -328,15 +318,12 @@ test('a SotW client reconnecting on a cached glob and a name the relay must fetc
     await first.waitFor(() => first.of(CLUSTER).some((r) => (r.resources ?? []).length === 2), 'both held');
     first.close();
     await origins.b!.waitFor(() => !origins.b!.subscribedNames(CLUSTER).has(S1), 's1 released upstream');
-    const again = new SotwClient(address);
-    try {
+    await withSotwClient(address, async (again) => {
       again.request(CLUSTER, [C('g/*'), S1]);
       await again.waitFor(() => again.of(CLUSTER).length >= 1, 'the first answer');
       const names = SotwClient.payloads(again.of(CLUSTER)[0]!).sort();
       assert.deepEqual(names, ['member', 'single'], 'a state of the world without s1 would tell the client it was removed');
-    } finally {
-      again.close();
-    }
+    });
   });
 });
 

@@ -11,7 +11,7 @@ import * as http2 from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import { withRelay, type RelayEnv } from './support/relay-fixture';
 import { LISTENER, xdstp } from './support/names';
-import { SotwClient } from './support/sotw-client';
+import { withSotwClient } from './support/sotw-client';
 import { DELTA_ADS_PATH, SOTW_ADS_PATH, grpcMessage } from './support/raw-h2';
 import { lenField, stringField } from '../src/proto/wire';
 import { deltaRequestCodec, discoveryRequestCodec } from '../src/proto/messages';
@@ -69,31 +69,25 @@ for (const [field, node] of BAD_NODES) {
 test('sotw: node.id that is not valid UTF-8 ends the stream with INVALID_ARGUMENT and leaves others alone', T, async () => {
   await withRelay({}, async (env) => {
     const others = await bystander(env);
-    const bad = new SotwClient(env.address);
-    try {
+    await withSotwClient(env.address, async (bad) => {
       // DiscoveryRequest: node = 2, resource_names = 3, type_url = 4.
       bad.sendRaw(Buffer.concat([lenField(2, lenField(1, NOT_UTF8)), stringField(3, L('integrity/x')), stringField(4, LISTENER)]));
       const end = await bad.waitForEnd();
       assert.equal(end.code, grpc.status.INVALID_ARGUMENT, end.details);
       assert.match(end.details, /node\.id.*UTF-8/);
       await others.stillServed('v2');
-    } finally {
-      bad.close();
-    }
+    });
   });
 });
 
 test('sotw: a metadata string in node that is not valid UTF-8 ends the stream with INVALID_ARGUMENT', T, async () => {
   await withRelay({}, async (env) => {
-    const bad = new SotwClient(env.address);
-    try {
+    await withSotwClient(env.address, async (bad) => {
       const node = BAD_NODES.find(([f]) => f === 'metadata value')![1];
       bad.sendRaw(Buffer.concat([lenField(2, node), stringField(3, L('integrity/x')), stringField(4, LISTENER)]));
       const end = await bad.waitForEnd();
       assert.equal(end.code, grpc.status.INVALID_ARGUMENT, end.details);
-    } finally {
-      bad.close();
-    }
+    });
   });
 });
 

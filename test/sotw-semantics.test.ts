@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
 import { http, metricValue, parsePrometheus } from './support/admin';
 import { withRelay } from './support/relay-fixture';
-import { SotwClient } from './support/sotw-client';
+import { withSotwClient } from './support/sotw-client';
 import { CLUSTER, ENDPOINT, LISTENER, xdstp } from './support/names';
 
 const T = { timeout: 20_000 };
@@ -21,16 +21,13 @@ test('SotW: a Listener response carries every requested listener, even those tha
   await withRelay({}, async ({ origin, address }) => {
     origin.setResource(LISTENER, L('x'), 'x1', 'v1');
     origin.setResource(LISTENER, L('y'), 'y1', 'v1');
-    const c = new SotwClient(address);
-    try {
+    await withSotwClient(address, async (c) => {
       c.request(LISTENER, [L('x'), L('y')]);
       await c.waitFor(() => payloads(c.of(LISTENER).at(-1)).length === 2, 'both listeners');
       origin.setResource(LISTENER, L('y'), 'y2', 'v2');
       await c.waitFor(() => payloads(c.of(LISTENER).at(-1)).includes('y2'), 'the change');
       assert.deepEqual(payloads(c.of(LISTENER).at(-1)), ['x1', 'y2']);
-    } finally {
-      c.close();
-    }
+    });
   });
 });
 
@@ -38,39 +35,32 @@ test('SotW: a deleted Listener is omitted from the next full-state response', T,
   await withRelay({}, async ({ origin, address }) => {
     origin.setResource(LISTENER, L('x'), 'x1', 'v1');
     origin.setResource(LISTENER, L('y'), 'y1', 'v1');
-    const c = new SotwClient(address);
-    try {
+    await withSotwClient(address, async (c) => {
       c.request(LISTENER, [L('x'), L('y')]);
       await c.waitFor(() => payloads(c.of(LISTENER).at(-1)).length === 2, 'both listeners');
       origin.removeResource(LISTENER, L('x'));
       await c.waitFor(() => payloads(c.of(LISTENER).at(-1)).length === 1, 'x omitted');
       assert.deepEqual(payloads(c.of(LISTENER).at(-1)), ['y1']);
-    } finally {
-      c.close();
-    }
+    });
   });
 });
 
 test('SotW: an ACK is never answered with an unchanged response', T, async () => {
   await withRelay({}, async ({ origin, address }) => {
     origin.setResource(ENDPOINT, E('e'), 'e1', 'v1');
-    const c = new SotwClient(address);
-    try {
+    await withSotwClient(address, async (c) => {
       c.request(ENDPOINT, [E('e')]);
       await c.waitFor(() => c.of(ENDPOINT).length === 1, 'the endpoint');
       await c.expectNoResponse(400);
       assert.equal(c.sent.length, 2, 'the request and its ACK');
-    } finally {
-      c.close();
-    }
+    });
   });
 });
 
 test('SotW: a NACK keeps the stream; the rejected version is not resent, a newer one is', T, async () => {
   await withRelay({}, async ({ origin, address }) => {
     origin.setResource(ENDPOINT, E('e'), 'bad', 'v1');
-    const c = new SotwClient(address, { reject: (r) => (payloads(r).includes('bad') ? 'invalid endpoint' : undefined) });
-    try {
+    await withSotwClient(address, { reject: (r) => (payloads(r).includes('bad') ? 'invalid endpoint' : undefined) }, async (c) => {
       c.request(ENDPOINT, [E('e')]);
       await c.waitFor(() => c.of(ENDPOINT).length === 1, 'the bad version');
       await c.expectNoResponse(300);
@@ -78,9 +68,7 @@ test('SotW: a NACK keeps the stream; the rejected version is not resent, a newer
       await c.waitFor(() => payloads(c.of(ENDPOINT).at(-1)).includes('good'), 'the newer version');
       assert.equal(c.of(ENDPOINT).length, 2);
       assert.equal(c.status, undefined);
-    } finally {
-      c.close();
-    }
+    });
   });
 });
 
@@ -88,17 +76,14 @@ test('SotW: an empty name list after names unsubscribes everything of that type,
   await withRelay({ defaultUpstream: true }, async ({ origin, defaultOrigin, address }) => {
     origin.setResource(LISTENER, L('x'), 'x1', 'v1');
     defaultOrigin!.setResource(LISTENER, 'legacy-l', 'l1', 'v1');
-    const c = new SotwClient(address);
-    try {
+    await withSotwClient(address, async (c) => {
       c.request(LISTENER, [L('x')]);
       await c.waitFor(() => c.of(LISTENER).length === 1, 'x');
       c.request(LISTENER, []);
       await origin.waitFor(() => !origin.subscribedKeys(LISTENER).has(L('x')), 'x unsubscribed upstream');
       await c.expectNoResponse(300);
       assert.ok(!defaultOrigin!.subscribedNames(LISTENER).has('*'), 'no wildcard subscription');
-    } finally {
-      c.close();
-    }
+    });
   });
 });
 
@@ -106,15 +91,12 @@ test('SotW: an empty first Listener request is the legacy wildcard', T, async ()
   await withRelay({ defaultUpstream: true }, async ({ defaultOrigin, address }) => {
     defaultOrigin!.setResource(LISTENER, 'l1', 'one', 'v1');
     defaultOrigin!.setResource(LISTENER, 'l2', 'two', 'v1');
-    const c = new SotwClient(address);
-    try {
+    await withSotwClient(address, async (c) => {
       c.request(LISTENER, []);
       await c.waitFor(() => payloads(c.of(LISTENER).at(-1)).length === 2, 'every listener');
       defaultOrigin!.setResource(LISTENER, 'l3', 'three', 'v1');
       await c.waitFor(() => payloads(c.of(LISTENER).at(-1)).length === 3, 'the new listener too');
-    } finally {
-      c.close();
-    }
+    });
   });
 });
 
@@ -122,16 +104,13 @@ test('SotW: an xdstp glob is honoured as a full-state collection', T, async () =
   await withRelay({}, async ({ origin, address }) => {
     origin.setResource(LISTENER, L('g/m1'), 'm1', 'v1');
     origin.setResource(LISTENER, L('g/m2'), 'm2', 'v1');
-    const c = new SotwClient(address);
-    try {
+    await withSotwClient(address, async (c) => {
       c.request(LISTENER, [L('g/*')]);
       await c.waitFor(() => payloads(c.of(LISTENER).at(-1)).length === 2, 'both members');
       origin.removeResource(LISTENER, L('g/m1'));
       await c.waitFor(() => payloads(c.of(LISTENER).at(-1)).length === 1, 'm1 gone from the state of the world');
       assert.deepEqual(payloads(c.of(LISTENER).at(-1)), ['m2']);
-    } finally {
-      c.close();
-    }
+    });
   });
 });
 
@@ -139,8 +118,7 @@ test('SotW: a request with a stale nonce is not answered', T, async () => {
   await withRelay({}, async ({ origin, address }) => {
     origin.setResource(ENDPOINT, E('a'), 'a1', 'v1');
     origin.setResource(ENDPOINT, E('b'), 'b1', 'v1');
-    const c = new SotwClient(address, { autoAck: false });
-    try {
+    await withSotwClient(address, { autoAck: false }, async (c) => {
       c.request(ENDPOINT, [E('a')]);
       await c.waitFor(() => c.of(ENDPOINT).length === 1, 'a');
       const stale = c.lastNonce(ENDPOINT);
@@ -150,9 +128,7 @@ test('SotW: a request with a stale nonce is not answered', T, async () => {
       await c.expectNoResponse(300);
       c.request(ENDPOINT, [E('a'), E('b')]);
       await c.waitFor(() => payloads(c.of(ENDPOINT).at(-1)).includes('b1'), 'b, once the request is current');
-    } finally {
-      c.close();
-    }
+    });
   });
 });
 
@@ -160,9 +136,8 @@ test('SotW and delta clients of one name share one upstream subscription and bot
   await withRelay({}, async ({ origin, address, client }) => {
     origin.setResource(CLUSTER, xdstp('a', CLUSTER, 'shared'), 's1', 'v1');
     const name = xdstp('a', CLUSTER, 'shared');
-    const s = new SotwClient(address);
     const d = client();
-    try {
+    await withSotwClient(address, async (s) => {
       s.request(CLUSTER, [name]);
       d.subscribe(CLUSTER, [name]);
       await s.waitFor(() => s.of(CLUSTER).length === 1, 'sotw has it');
@@ -171,17 +146,14 @@ test('SotW and delta clients of one name share one upstream subscription and bot
       await s.waitFor(() => payloads(s.of(CLUSTER).at(-1)).includes('s2'), 'sotw updated');
       await d.waitForVersion(CLUSTER, name, 'v2');
       assert.equal(origin.subscribeCount(name), 1);
-    } finally {
-      s.close();
-    }
+    });
   });
 });
 
 test('SotW streams show in /debug/clients and the metrics by protocol, and a drain sends them away', T, async () => {
   await withRelay({ admin: true }, async ({ origin, address, relay }) => {
     origin.setResource(ENDPOINT, E('e'), 'e1', 'v1');
-    const c = new SotwClient(address, { nodeId: 'grpc-node-1' });
-    try {
+    await withSotwClient(address, { nodeId: 'grpc-node-1' }, async (c) => {
       c.request(ENDPOINT, [E('e')]);
       await c.waitFor(() => c.of(ENDPOINT).length === 1, 'the endpoint');
       const port = relay.adminPort!;
@@ -193,9 +165,7 @@ test('SotW streams show in /debug/clients and the metrics by protocol, and a dra
       await http(port, 'POST', '/drain?period=0');
       await c.waitFor(() => c.status, 'the stream ended').catch(() => undefined);
       assert.equal(c.status?.code, grpc.status.UNAVAILABLE);
-    } finally {
-      c.close();
-    }
+    });
   });
 });
 
@@ -205,31 +175,25 @@ test('SotW: a full state that asks for a glob and one of its members carries the
   await withRelay({}, async ({ origin, address }) => {
     origin.setResource(CLUSTER, C('g/m1?j=2&k=1'), 'm1', 'v1');
     origin.setResource(CLUSTER, C('g/m2?j=2&k=1'), 'm2', 'v1');
-    const c = new SotwClient(address);
-    try {
+    await withSotwClient(address, async (c) => {
       c.request(CLUSTER, [C('g/*?k=1&j=2'), C('g/m1?k=1&j=2')]);
       await c.waitFor(() => payloads(c.of(CLUSTER).at(-1)).includes('m2'), 'the glob');
       origin.setResource(CLUSTER, C('g/m1?j=2&k=1'), 'm1b', 'v2');
       await c.waitFor(() => payloads(c.of(CLUSTER).at(-1)).includes('m1b'), 'the change');
       for (const r of c.of(CLUSTER)) assert.equal(new Set(payloads(r)).size, payloads(r).length, `no resource twice in ${payloads(r).join(', ')}`);
       assert.deepEqual(payloads(c.of(CLUSTER).at(-1)), ['m1b', 'm2']);
-    } finally {
-      c.close();
-    }
+    });
   });
 });
 
 test('SotW: a per-name response that answers a glob and one of its members carries the member once', T, async () => {
   await withRelay({}, async ({ origin, address }) => {
     origin.setResource(ENDPOINT, E('g/m1?j=2&k=1'), 'm1', 'v1');
-    const c = new SotwClient(address);
-    try {
+    await withSotwClient(address, async (c) => {
       c.request(ENDPOINT, [E('g/*?k=1&j=2'), E('g/m1?k=1&j=2')]);
       await c.waitFor(() => c.of(ENDPOINT).length > 0, 'an answer');
       await c.expectNoResponse(200);
       for (const r of c.of(ENDPOINT)) assert.deepEqual(payloads(r), ['m1']);
-    } finally {
-      c.close();
-    }
+    });
   });
 });

@@ -24,13 +24,13 @@ test('state: a NACKed version is not sent again; a newer one is', () => {
   c.subscribe([L('x')]);
   push(a, LISTENER, [[L('x'), 'v1']]);
   c.state.nack(c.stream.sent[0].nonce, 'bad listener');
-  assert.equal(c.state.rejected?.get(L('x'))?.version, 'v1');
+  assert.equal(c.state.ledger.rejected?.get(L('x'))?.version, 'v1');
   push(a, LISTENER, [[L('x'), 'v1']]);
   assert.equal(c.stream.sent.length, 1, 'the rejected version is not resent');
   push(a, LISTENER, [[L('x'), 'v2']]);
   assert.equal(c.stream.sent.length, 2);
   c.state.ack(c.stream.sent[1].nonce);
-  assert.equal(c.state.rejected, undefined);
+  assert.equal(c.state.ledger.rejected, undefined);
 });
 
 test('state: a slow client gets the latest version per name in one response when it reads again', () => {

@@ -5,7 +5,8 @@
 import type { MemoryCache } from '../cache/memory-cache';
 import type { SharedStore } from '../cache/types';
 import type { Subscription } from '../hub/subscription';
-import { TOLD_ABSENT, type SubscriptionState } from '../downstream/subscription-state';
+import { TOLD_ABSENT } from '../downstream/outgoing';
+import type { SubscriptionState } from '../downstream/subscription-state';
 import type { Node } from '../proto/messages';
 import type { UpstreamStatus } from '../upstream/types';
 import { decodeResource, type PayloadDecoder } from './payload';

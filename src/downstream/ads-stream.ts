@@ -6,22 +6,16 @@ import type { Logger } from '../log';
 import { WarnLimiter } from '../log-limit';
 import type { RelayMetrics } from '../metrics';
 import type { Node } from '../proto/messages';
-import { RequestError } from '../proto/requests';
+import { RequestError, type ErrorDetail } from '../proto/requests';
 import { TTL_CLIENT_FEATURE } from '../proto/xds-names';
 import type { StreamLimits } from '../security/limits';
 import { TokenBucket } from '../security/token-bucket';
 import { watchTruncation } from './framing';
 import { sendGoaway } from './goaway';
 import type { RequestScheduler, ScheduledWork } from './request-scheduler';
-import { SubscriptionState, type OutgoingResponse, type ResponseBuilder, type StreamPort } from './subscription-state';
-
-export const LISTENER_TYPE = 'type.googleapis.com/envoy.config.listener.v3.Listener';
-export const CLUSTER_TYPE = 'type.googleapis.com/envoy.config.cluster.v3.Cluster';
-
-/** Types whose initial request without names means "everything" (legacy wildcard), and whose SotW responses carry the full state. */
-export const LEGACY_WILDCARD_TYPES: ReadonlySet<string> = new Set([LISTENER_TYPE, CLUSTER_TYPE]);
-
-export type Protocol = 'delta' | 'sotw';
+import type { OutgoingResponse } from './outgoing';
+import type { Protocol } from './protocol-rules';
+import { SubscriptionState, type ResponseBuilder, type StreamPort } from './subscription-state';
 
 export interface AdsStreamOptions {
   engine: SubscriptionEngine;
@@ -358,17 +352,26 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
   protected stateFor(typeUrl: string): SubscriptionState {
     let state = this.states.get(typeUrl);
     if (state) return state;
-    const fullState = this.protocol === 'sotw' && LEGACY_WILDCARD_TYPES.has(typeUrl);
-    state = new SubscriptionState(typeUrl, this, this.opts.engine, this.opts.builder, fullState);
+    state = new SubscriptionState(typeUrl, this, this.opts.engine, this.opts.builder);
     this.states.set(typeUrl, state);
     return state;
   }
 
-  protected noteNack(state: SubscriptionState, nonce: string, message: string): void {
-    const { metrics } = this.opts;
-    metrics.nacks.inc({ type: metrics.typeLabel(state.typeUrl) });
-    this.warnings.warn('nack', { client: this.id, node: this.nodeId, typeUrl: state.typeUrl, nonce, error: message }, 'client NACK');
-    state.nack(nonce, message);
+  /**
+   * Applies the ACK or NACK a request carries (its response_nonce, and
+   * error_detail for a NACK) to the type's state; a NACK is counted and
+   * logged. False when the protocol ignores the whole request as stale.
+   */
+  protected acknowledge(state: SubscriptionState, nonce: string, errorDetail: ErrorDetail | undefined): boolean {
+    const outcome = state.acknowledge(nonce, errorDetail?.message);
+    if (outcome === 'ack') this.lastAckedNonce = nonce;
+    else if (outcome === 'nack') {
+      const { metrics } = this.opts;
+      metrics.nacks.inc({ type: metrics.typeLabel(state.typeUrl) });
+      const error = errorDetail?.message;
+      this.warnings.warn('nack', { client: this.id, node: this.nodeId, typeUrl: state.typeUrl, nonce, error }, 'client NACK');
+    }
+    return outcome !== 'stale';
   }
 
   private onDrain(): void {

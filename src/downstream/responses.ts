@@ -3,9 +3,10 @@ import { DEFAULTS } from '../config';
 import type { FanOut } from '../hub/fan-out';
 import type { RelayMetrics } from '../metrics';
 import { encodeDeltaResponse } from '../proto/delta-response';
-import { encodeResourceError } from '../proto/resource-error';
+import { encodeResourceError, type ResourceErrorInfo } from '../proto/resource-error';
 import { encodeSotwResponse } from '../proto/sotw-response';
-import type { OutgoingResponse, Pending, ResponseBuilder, SubscriptionState } from './subscription-state';
+import type { OutgoingResponse, Pending } from './outgoing';
+import type { ResponseBuilder, SubscriptionState } from './subscription-state';
 
 
 /** Room left in every response for its type URL, nonce, version and field tags. */
@@ -47,6 +48,39 @@ function totalBytes(variants: readonly Variant[], of: (v: Variant) => number): n
 
 const resourceBytes = (v: Variant): number => v.bytes.length + 8;
 const payloadBytes = (v: Variant): number => (v.payload?.length ?? 0) + 8;
+
+const NO_NAMES: readonly string[] = [];
+const NO_ERRORS: readonly Buffer[] = [];
+
+/** `items` in runs that each fit in a response of `maxBytes` (all in one when they fit). */
+function runsUnder(items: Variant[], size: (v: Variant) => number, maxBytes: number): Variant[][] {
+  const limit = maxBytes - ENVELOPE_BYTES;
+  return items.length > 1 && totalBytes(items, size) > limit ? chunkBySize(items, size, limit) : [items];
+}
+
+/** How one protocol encodes one response: its resources, nonce, removed names and encoded resource errors. */
+type EncodeOne = (adds: Variant[], nonce: string, removes: readonly string[], errors: readonly Buffer[]) => Buffer;
+
+/** One response per run, each under a new nonce; the removals and the errors go in the last. */
+function encodeRuns(
+  typeUrl: string,
+  runs: Variant[][],
+  removes: readonly string[],
+  errors: readonly ResourceErrorInfo[],
+  nonces: NonceSource,
+  metrics: RelayMetrics,
+  encode: EncodeOne,
+): OutgoingResponse[] {
+  const encodedErrors = errors.length > 0 ? errors.map(encodeResourceError) : NO_ERRORS;
+  return runs.map((adds, i) => {
+    const last = i === runs.length - 1;
+    const nonce = nonces.next();
+    const removed = last ? removes : NO_NAMES;
+    const bytes = encode(adds, nonce, removed, last ? encodedErrors : NO_ERRORS);
+    metrics.responsesEncoded.inc();
+    return { typeUrl, nonce, bytes, adds, removes: removed };
+  });
+}
 
 /** Content signature for sharing an encoding between clients: variant ids, then removed names. */
 function signature(typeUrl: string, adds: readonly Variant[], removes: readonly string[]): string {
@@ -108,7 +142,7 @@ class RecentAnswers {
       return undefined;
     }
     // A stream never gets the same nonce twice.
-    if (hit.some((r) => r.nonce === state.lastNonce || state.unacked.includes(r))) return undefined;
+    if (hit.some((r) => r.nonce === state.ledger.lastNonce || state.ledger.unacked.includes(r))) return undefined;
     return hit;
   }
 
@@ -232,23 +266,16 @@ export class DeltaResponses implements ResponseBuilder {
   }
 
   private encode(typeUrl: string, p: Pending): OutgoingResponse[] {
-    const errors = p.errors.map(encodeResourceError);
-    const limit = this.maxBytes - ENVELOPE_BYTES;
-    const chunks = p.adds.length > 1 && totalBytes(p.adds, resourceBytes) > limit ? chunkBySize(p.adds, resourceBytes, limit) : [p.adds];
-    return chunks.map((adds, i) => {
-      const last = i === chunks.length - 1;
-      const removes = last ? p.removes : [];
-      const nonce = this.nonces.next();
-      const bytes = encodeDeltaResponse(
+    const runs = runsUnder(p.adds, resourceBytes, this.maxBytes);
+    return encodeRuns(typeUrl, runs, p.removes, p.errors, this.nonces, this.metrics, (adds, nonce, removes, errors) =>
+      encodeDeltaResponse(
         typeUrl,
         adds.map((v) => v.bytes),
         removes,
         nonce,
-        last ? errors : [],
-      );
-      this.metrics.responsesEncoded.inc();
-      return { typeUrl, nonce, bytes, adds, removes };
-    });
+        errors,
+      ),
+    );
   }
 }
 
@@ -288,17 +315,11 @@ export class SotwResponses implements ResponseBuilder {
   }
 
   private encode(typeUrl: string, items: Variant[], p: Pending, fullState: boolean): OutgoingResponse[] {
-    const errors = p.errors.map(encodeResourceError);
-    const limit = this.maxBytes - ENVELOPE_BYTES;
     // A full state of the world cannot be split: each response replaces the previous one.
-    const chunks =
-      !fullState && items.length > 1 && totalBytes(items, payloadBytes) > limit ? chunkBySize(items, payloadBytes, limit) : [items];
-    return chunks.map((chunk, i) => {
-      const last = i === chunks.length - 1;
-      const nonce = this.nonces.next();
-      const bytes = encodeSotwResponse(typeUrl, nonce, payloadsOnce(chunk), nonce, last ? errors : []);
-      this.metrics.responsesEncoded.inc();
-      return { typeUrl, nonce, bytes, adds: chunk, removes: [] };
-    });
+    const runs = fullState ? [items] : runsUnder(items, payloadBytes, this.maxBytes);
+    // Removals cannot be said in a state of the world.
+    return encodeRuns(typeUrl, runs, NO_NAMES, p.errors, this.nonces, this.metrics, (chunk, nonce, _removes, errors) =>
+      encodeSotwResponse(typeUrl, nonce, payloadsOnce(chunk), nonce, errors),
+    );
   }
 }

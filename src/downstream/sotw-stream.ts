@@ -1,7 +1,7 @@
 import { FanOut } from '../hub/fan-out';
-import { WILDCARD } from '../proto/xds-names';
 import { decodeSotwRequest } from '../proto/requests';
-import { AdsStream, LEGACY_WILDCARD_TYPES, type Protocol } from './ads-stream';
+import { AdsStream } from './ads-stream';
+import type { Protocol } from './protocol-rules';
 import type { SubscriptionState } from './subscription-state';
 
 /**
@@ -12,36 +12,18 @@ import type { SubscriptionState } from './subscription-state';
  */
 export class SotwStream extends AdsStream {
   readonly protocol: Protocol = 'sotw';
-  /** Types whose requests have named a resource at least once (ends the legacy-wildcard reading of an empty list). */
-  private readonly named = new Set<string>();
 
   protected handle(bytes: Buffer): void {
     const req = decodeSotwRequest(bytes);
     this.noteNode(req.node);
     if (!this.requireTypeUrl(req.typeUrl)) return;
     const state = this.stateFor(req.typeUrl);
-    if (req.nonce !== '') {
-      // A request answering an older response is stale: a newer response is
-      // on its way, and the client's answer to that carries its current list.
-      if (req.nonce !== state.lastNonce) return;
-      if (req.errorDetail) this.noteNack(state, req.nonce, req.errorDetail.message);
-      else {
-        this.lastAckedNonce = req.nonce;
-        state.ack(req.nonce);
-      }
-    }
-    this.applyNames(state, req.names);
+    if (!this.acknowledge(state, req.nonce, req.errorDetail)) return;
+    this.applyNames(state, state.requestedNames(req.names));
   }
 
-  private applyNames(state: SubscriptionState, names: string[]): void {
-    let wanted = names;
-    if (names.length > 0) this.named.add(state.typeUrl);
-    else if (!this.named.has(state.typeUrl) && LEGACY_WILDCARD_TYPES.has(state.typeUrl)) {
-      // Only an empty list on a type that never named anything is the legacy wildcard.
-      state.legacyWildcard = true;
-      wanted = [WILDCARD];
-    }
-    const want = new Set(wanted);
+  private applyNames(state: SubscriptionState, names: readonly string[]): void {
+    const want = new Set(names);
     const gone: string[] = [];
     for (const name of state.names.keys()) if (!want.has(name)) gone.push(name);
     const added: string[] = [];

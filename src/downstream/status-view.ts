@@ -12,7 +12,8 @@ import { isXdstpName } from '../xdstp';
 import type { UpstreamPort } from '../upstream/types';
 import type { AdsStream } from './ads-stream';
 import { SEVERITY_RANK, severityOf, type ClientResourceStatus, type ConfigStatus, type ResourceStatus, type Severity, type StatusClient, type StatusSource } from './status-source';
-import { TOLD_ABSENT, type SubscriptionState } from './subscription-state';
+import { TOLD_ABSENT } from './outgoing';
+import type { SubscriptionState } from './subscription-state';
 
 export interface StatusParts {
   streams(): Iterable<AdsStream>;
@@ -53,7 +54,7 @@ type ClientView = ReturnType<SubscriptionState['clientView']>;
 
 /** One name a client subscribes (or holds through a collection), against what the relay has for it. */
 function verdict(state: SubscriptionState, name: string, view: ClientView, current: CacheEntry | undefined, absent: boolean): Verdict {
-  if (state.rejected?.has(name)) return 0;
+  if (state.ledger.rejected?.has(name)) return 0;
   const { version, pending } = view;
   if (version === TOLD_ABSENT && !pending) return 1;
   if (version === undefined && !pending) return absent ? 1 : 2;
@@ -70,9 +71,9 @@ function nameStatus(state: SubscriptionState, name: string, current: CacheEntry 
   const [configStatus, clientStatus] = VERDICTS[v]!;
   const holds = view.version !== undefined && view.version !== TOLD_ABSENT ? view.version : '';
   // A SotW client knows a resource by the version_info of the response that changed it.
-  const shown = v === 1 || v === 2 ? '' : state.protocol === 'sotw' ? (state.responseVersion(name) ?? '') : holds;
+  const shown = v === 1 || v === 2 ? '' : state.protocol === 'sotw' ? (state.ledger.responseVersion(name) ?? '') : holds;
   const out = status(state.typeUrl, name, shown, configStatus, clientStatus);
-  const rejected = v === 0 ? state.rejected?.get(name) : undefined;
+  const rejected = v === 0 ? state.ledger.rejected?.get(name) : undefined;
   if (rejected) out.error = { version: rejected.version, details: rejected.details, at: rejected.at };
   if (current && current.version === holds) {
     out.lastUpdated = current.updatedAt;
@@ -137,17 +138,17 @@ function subscribes(state: SubscriptionState, sub: Subscription): boolean {
  * way, makes that walk long.
  */
 function stateWorst(state: SubscriptionState, engine: SubscriptionEngine): Severity {
-  if (state.rejected) for (const name of state.rejected.keys()) if (listing(state, engine, name)) return 'nacked';
+  if (state.ledger.rejected) for (const name of state.ledger.rejected.keys()) if (listing(state, engine, name)) return 'nacked';
   for (const name of state.namesInFlight()) if (listing(state, engine, name)) return 'stale';
   const { store } = engine;
   const STALE = SEVERITY_RANK.stale;
-  for (const name of state.behindCandidates()) {
+  for (const name of state.ledger.behindCandidates()) {
     const how = listing(state, engine, name);
     let rank = 0;
     if (how?.single) rank = SEVERITY_RANK[VERDICT_SEVERITY[verdict(state, name, state.clientView(name), store.get(how.single.key), store.isAbsent(how.single.key))]!];
     if (how?.member) rank = Math.max(rank, SEVERITY_RANK[VERDICT_SEVERITY[verdict(state, name, state.clientView(name), how.member, false)]!]);
     if (rank >= STALE) return 'stale';
-    state.notBehind(name);
+    state.ledger.notBehind(name);
   }
   return 'synced';
 }

@@ -1,4 +1,5 @@
-import { WIRE_LEN, WIRE_VARINT, WireError, decodeUtf8Strict, lenFieldSize, putLen, scanFields } from './wire';
+import { putRepeatedBytes, putString, repeatedBytesSize } from './field-writers';
+import { WIRE_LEN, WIRE_VARINT, WireError, decodeUtf8Strict, lenFieldSize, scanFields } from './wire';
 
 /** Field numbers of envoy.service.discovery.v3.DeltaDiscoveryResponse. */
 const RESOURCES = 2;
@@ -155,27 +156,16 @@ export function encodeDeltaResponse(
   const typeLen = Buffer.byteLength(typeUrl, 'utf8');
   const nonceLen = Buffer.byteLength(nonce, 'utf8');
   let size = lenFieldSize(TYPE_URL, typeLen) + lenFieldSize(NONCE, nonceLen);
-  for (const r of resources) size += lenFieldSize(RESOURCES, r.length);
+  size += repeatedBytesSize(RESOURCES, resources) + repeatedBytesSize(RESOURCE_ERRORS, errors);
   const removedLens = removed.map((n) => Buffer.byteLength(n, 'utf8'));
   for (const len of removedLens) size += lenFieldSize(REMOVED_RESOURCES, len);
-  for (const e of errors) size += lenFieldSize(RESOURCE_ERRORS, e.length);
   const out = Buffer.allocUnsafe(size);
-  let pos = 0;
-  for (const r of resources) {
-    pos = putLen(out, pos, RESOURCES, r.length);
-    pos += r.copy(out, pos);
-  }
-  pos = putLen(out, pos, TYPE_URL, typeLen);
-  pos += out.write(typeUrl, pos, 'utf8');
-  pos = putLen(out, pos, NONCE, nonceLen);
-  pos += out.write(nonce, pos, 'utf8');
+  let pos = putRepeatedBytes(out, 0, RESOURCES, resources);
+  pos = putString(out, pos, TYPE_URL, typeUrl, typeLen);
+  pos = putString(out, pos, NONCE, nonce, nonceLen);
   removed.forEach((name, i) => {
-    pos = putLen(out, pos, REMOVED_RESOURCES, removedLens[i]);
-    pos += out.write(name, pos, 'utf8');
+    pos = putString(out, pos, REMOVED_RESOURCES, name, removedLens[i]);
   });
-  for (const e of errors) {
-    pos = putLen(out, pos, RESOURCE_ERRORS, e.length);
-    pos += e.copy(out, pos);
-  }
+  putRepeatedBytes(out, pos, RESOURCE_ERRORS, errors);
   return out;
 }

@@ -1,5 +1,5 @@
 import * as protobuf from 'protobufjs';
-import { WIRE_LEN, WIRE_VARINT, WireError, decodeUtf8Strict, scanFields } from './wire';
+import { WIRE_LEN, WIRE_VARINT, WireError, decodeUtf8Strict, scanFields, type WireField } from './wire';
 import { nodeCodec, type Node } from './messages';
 import { transportType } from './schema';
 
@@ -108,24 +108,76 @@ function decodeNode(buf: Uint8Array): Node {
   }
 }
 
-/** Fields of envoy.service.discovery.v3.DeltaDiscoveryRequest the relay reads. */
-export interface DeltaRequest {
+/** The fields both request messages carry, as the relay reads them. */
+interface RequestCommon {
   node: Node | undefined;
   typeUrl: string;
+  nonce: string;
+  errorDetail: ErrorDetail | undefined;
+}
+
+/** Where the fields both request messages carry stand in each (their field numbers differ). */
+interface CommonFieldNumbers {
+  readonly node: number;
+  readonly typeUrl: number;
+  readonly nonce: number;
+  readonly errorDetail: number;
+}
+
+function lenOnly(wireType: number, field: string): void {
+  if (wireType !== WIRE_LEN) throw new RequestError(`${field} has the wrong wire type`);
+}
+
+/** A length-delimited string field, strictly UTF-8. */
+function stringValue(bytes: Uint8Array, f: WireField, field: string): string {
+  lenOnly(f.wireType, field);
+  return utf8(bytes, f.valueStart, f.valueEnd, field);
+}
+
+/** Reads `f` into `req` when it is one of the fields both requests carry (numbered as `at` says); false when it is not. */
+function readCommonField(req: RequestCommon, bytes: Uint8Array, f: WireField, at: CommonFieldNumbers): boolean {
+  switch (f.field) {
+    case at.node:
+      lenOnly(f.wireType, 'node');
+      req.node = decodeNode(bytes.subarray(f.valueStart, f.valueEnd));
+      return true;
+    case at.typeUrl:
+      lenOnly(f.wireType, 'type_url');
+      req.typeUrl = typeUrl(bytes, f.valueStart, f.valueEnd);
+      return true;
+    case at.nonce:
+      req.nonce = stringValue(bytes, f, 'response_nonce');
+      return true;
+    case at.errorDetail:
+      lenOnly(f.wireType, 'error_detail');
+      req.errorDetail = decodeStatus(bytes.subarray(f.valueStart, f.valueEnd), 'error_detail');
+      return true;
+  }
+  return false;
+}
+
+/** Scans a request's fields; a malformed message is a RequestError naming `message`. */
+function scanRequest(bytes: Uint8Array, message: string, visit: (f: WireField) => void): void {
+  try {
+    scanFields(bytes, visit);
+  } catch (err) {
+    if (err instanceof WireError) throw new RequestError(`malformed ${message}: ${err.message}`);
+    throw err;
+  }
+}
+
+/** Fields of envoy.service.discovery.v3.DeltaDiscoveryRequest the relay reads. */
+export interface DeltaRequest extends RequestCommon {
   subscribe: string[];
   unsubscribe: string[];
   /** Name → version the client holds (reconnect); empty when none. */
   initialVersions: Map<string, string>;
-  nonce: string;
-  errorDetail: ErrorDetail | undefined;
 }
 
 const NO_NAMES: string[] = [];
 const NO_VERSIONS: Map<string, string> = new Map();
 
-function lenOnly(wireType: number, field: string): void {
-  if (wireType !== WIRE_LEN) throw new RequestError(`${field} has the wrong wire type`);
-}
+const DELTA_COMMON: CommonFieldNumbers = { node: 1, typeUrl: 2, nonce: 6, errorDetail: 7 };
 
 export function decodeDeltaRequest(bytes: Uint8Array): DeltaRequest {
   const req: DeltaRequest = {
@@ -137,103 +189,51 @@ export function decodeDeltaRequest(bytes: Uint8Array): DeltaRequest {
     nonce: '',
     errorDetail: undefined,
   };
-  try {
-    scanFields(bytes, (f) => {
-      switch (f.field) {
-        case 1:
-          lenOnly(f.wireType, 'node');
-          req.node = decodeNode(bytes.subarray(f.valueStart, f.valueEnd));
-          break;
-        case 2:
-          lenOnly(f.wireType, 'type_url');
-          req.typeUrl = typeUrl(bytes, f.valueStart, f.valueEnd);
-          break;
-        case 3:
-          lenOnly(f.wireType, 'resource_names_subscribe');
-          if (req.subscribe === NO_NAMES) req.subscribe = [];
-          req.subscribe.push(utf8(bytes, f.valueStart, f.valueEnd, 'resource_names_subscribe'));
-          break;
-        case 4:
-          lenOnly(f.wireType, 'resource_names_unsubscribe');
-          if (req.unsubscribe === NO_NAMES) req.unsubscribe = [];
-          req.unsubscribe.push(utf8(bytes, f.valueStart, f.valueEnd, 'resource_names_unsubscribe'));
-          break;
-        case 5: {
-          lenOnly(f.wireType, 'initial_resource_versions');
-          const entry = bytes.subarray(f.valueStart, f.valueEnd);
-          let key = '';
-          let value = '';
-          scanFields(entry, (e) => {
-            if (e.wireType !== WIRE_LEN) return;
-            if (e.field === 1) key = utf8(entry, e.valueStart, e.valueEnd, 'initial_resource_versions key');
-            else if (e.field === 2) value = utf8(entry, e.valueStart, e.valueEnd, 'initial_resource_versions value');
-          });
-          if (req.initialVersions === NO_VERSIONS) req.initialVersions = new Map();
-          req.initialVersions.set(key, value);
-          break;
-        }
-        case 6:
-          lenOnly(f.wireType, 'response_nonce');
-          req.nonce = utf8(bytes, f.valueStart, f.valueEnd, 'response_nonce');
-          break;
-        case 7:
-          lenOnly(f.wireType, 'error_detail');
-          req.errorDetail = decodeStatus(bytes.subarray(f.valueStart, f.valueEnd), 'error_detail');
-          break;
+  scanRequest(bytes, 'DeltaDiscoveryRequest', (f) => {
+    if (readCommonField(req, bytes, f, DELTA_COMMON)) return;
+    switch (f.field) {
+      case 3:
+        if (req.subscribe === NO_NAMES) req.subscribe = [];
+        req.subscribe.push(stringValue(bytes, f, 'resource_names_subscribe'));
+        break;
+      case 4:
+        if (req.unsubscribe === NO_NAMES) req.unsubscribe = [];
+        req.unsubscribe.push(stringValue(bytes, f, 'resource_names_unsubscribe'));
+        break;
+      case 5: {
+        lenOnly(f.wireType, 'initial_resource_versions');
+        const entry = bytes.subarray(f.valueStart, f.valueEnd);
+        let key = '';
+        let value = '';
+        scanFields(entry, (e) => {
+          if (e.wireType !== WIRE_LEN) return;
+          if (e.field === 1) key = utf8(entry, e.valueStart, e.valueEnd, 'initial_resource_versions key');
+          else if (e.field === 2) value = utf8(entry, e.valueStart, e.valueEnd, 'initial_resource_versions value');
+        });
+        if (req.initialVersions === NO_VERSIONS) req.initialVersions = new Map();
+        req.initialVersions.set(key, value);
+        break;
       }
-    });
-  } catch (err) {
-    if (err instanceof WireError) throw new RequestError(`malformed DeltaDiscoveryRequest: ${err.message}`);
-    throw err;
-  }
+    }
+  });
   return req;
 }
 
 /** Fields of envoy.service.discovery.v3.DiscoveryRequest (state of the world) the relay reads. */
-export interface SotwRequest {
+export interface SotwRequest extends RequestCommon {
   versionInfo: string;
-  node: Node | undefined;
   /** The client's whole name list for this type. */
   names: string[];
-  typeUrl: string;
-  nonce: string;
-  errorDetail: ErrorDetail | undefined;
 }
+
+const SOTW_COMMON: CommonFieldNumbers = { node: 2, typeUrl: 4, nonce: 5, errorDetail: 6 };
 
 export function decodeSotwRequest(bytes: Uint8Array): SotwRequest {
   const req: SotwRequest = { versionInfo: '', node: undefined, names: [], typeUrl: '', nonce: '', errorDetail: undefined };
-  try {
-    scanFields(bytes, (f) => {
-      switch (f.field) {
-        case 1:
-          lenOnly(f.wireType, 'version_info');
-          req.versionInfo = utf8(bytes, f.valueStart, f.valueEnd, 'version_info');
-          break;
-        case 2:
-          lenOnly(f.wireType, 'node');
-          req.node = decodeNode(bytes.subarray(f.valueStart, f.valueEnd));
-          break;
-        case 3:
-          lenOnly(f.wireType, 'resource_names');
-          req.names.push(utf8(bytes, f.valueStart, f.valueEnd, 'resource_names'));
-          break;
-        case 4:
-          lenOnly(f.wireType, 'type_url');
-          req.typeUrl = typeUrl(bytes, f.valueStart, f.valueEnd);
-          break;
-        case 5:
-          lenOnly(f.wireType, 'response_nonce');
-          req.nonce = utf8(bytes, f.valueStart, f.valueEnd, 'response_nonce');
-          break;
-        case 6:
-          lenOnly(f.wireType, 'error_detail');
-          req.errorDetail = decodeStatus(bytes.subarray(f.valueStart, f.valueEnd), 'error_detail');
-          break;
-      }
-    });
-  } catch (err) {
-    if (err instanceof WireError) throw new RequestError(`malformed DiscoveryRequest: ${err.message}`);
-    throw err;
-  }
+  scanRequest(bytes, 'DiscoveryRequest', (f) => {
+    if (readCommonField(req, bytes, f, SOTW_COMMON)) return;
+    if (f.field === 1) req.versionInfo = stringValue(bytes, f, 'version_info');
+    else if (f.field === 3) req.names.push(stringValue(bytes, f, 'resource_names'));
+  });
   return req;
 }

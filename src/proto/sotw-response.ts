@@ -1,4 +1,5 @@
-import { lenFieldSize, putLen } from './wire';
+import { putRepeatedBytes, putString, repeatedBytesSize } from './field-writers';
+import { lenFieldSize } from './wire';
 
 /** Field numbers of envoy.service.discovery.v3.DiscoveryResponse. */
 const VERSION_INFO = 1;
@@ -23,22 +24,12 @@ export function encodeSotwResponse(
   const typeLen = Buffer.byteLength(typeUrl, 'utf8');
   const nonceLen = Buffer.byteLength(nonce, 'utf8');
   let size = lenFieldSize(VERSION_INFO, versionLen) + lenFieldSize(TYPE_URL, typeLen) + lenFieldSize(NONCE, nonceLen);
-  for (const p of payloads) size += lenFieldSize(RESOURCES, p.length);
-  for (const e of errors) size += lenFieldSize(RESOURCE_ERRORS, e.length);
+  size += repeatedBytesSize(RESOURCES, payloads) + repeatedBytesSize(RESOURCE_ERRORS, errors);
   const out = Buffer.allocUnsafe(size);
-  let pos = putLen(out, 0, VERSION_INFO, versionLen);
-  pos += out.write(versionInfo, pos, 'utf8');
-  for (const p of payloads) {
-    pos = putLen(out, pos, RESOURCES, p.length);
-    pos += p.copy(out, pos);
-  }
-  pos = putLen(out, pos, TYPE_URL, typeLen);
-  pos += out.write(typeUrl, pos, 'utf8');
-  pos = putLen(out, pos, NONCE, nonceLen);
-  pos += out.write(nonce, pos, 'utf8');
-  for (const e of errors) {
-    pos = putLen(out, pos, RESOURCE_ERRORS, e.length);
-    pos += e.copy(out, pos);
-  }
+  let pos = putString(out, 0, VERSION_INFO, versionInfo, versionLen);
+  pos = putRepeatedBytes(out, pos, RESOURCES, payloads);
+  pos = putString(out, pos, TYPE_URL, typeUrl, typeLen);
+  pos = putString(out, pos, NONCE, nonce, nonceLen);
+  putRepeatedBytes(out, pos, RESOURCE_ERRORS, errors);
   return out;
 }

@@ -16,7 +16,8 @@ import { createLogger } from '../../src/log';
 import { RelayMetrics } from '../../src/metrics';
 import { deltaResponseCodec, resourceCodec, type DeltaDiscoveryResponse } from '../../src/proto/messages';
 import { DeltaResponses, NonceSource, SotwResponses } from '../../src/downstream/responses';
-import { SubscriptionState, type OutgoingResponse, type StreamPort } from '../../src/downstream/subscription-state';
+import type { OutgoingResponse } from '../../src/downstream/outgoing';
+import { SubscriptionState, type StreamPort } from '../../src/downstream/subscription-state';
 import { makeResource } from './origin';
 import { LISTENER, xdstp } from './names';
 
@@ -86,7 +87,7 @@ export function setup(opts: { defaultUpstream?: boolean } = {}) {
   const sotw = new SotwResponses(nonces, metrics);
   const client = (typeUrl = LISTENER, protocol: 'delta' | 'sotw' = 'delta') => {
     const stream = new FakeStream();
-    const state = new SubscriptionState(typeUrl, stream, engine, protocol === 'delta' ? delta : sotw, protocol === 'sotw' && typeUrl === LISTENER);
+    const state = new SubscriptionState(typeUrl, stream, engine, protocol === 'delta' ? delta : sotw);
     const round = (fn: (fan: FanOut) => void): void => {
       const fan = new FanOut();
       fn(fan);

@@ -127,3 +127,20 @@ export class SotwClient {
     this.client.close();
   }
 }
+
+/** Runs `fn` with a SotW client of `target`, closed when `fn` ends, however it ends. */
+export async function withSotwClient<T>(target: string, fn: (client: SotwClient) => Promise<T>): Promise<T>;
+export async function withSotwClient<T>(target: string, opts: SotwClientOptions, fn: (client: SotwClient) => Promise<T>): Promise<T>;
+export async function withSotwClient<T>(
+  target: string,
+  optsOrFn: SotwClientOptions | ((client: SotwClient) => Promise<T>),
+  maybeFn?: (client: SotwClient) => Promise<T>,
+): Promise<T> {
+  const [opts, fn] = typeof optsOrFn === 'function' ? [{}, optsOrFn] : [optsOrFn, maybeFn!];
+  const client = new SotwClient(target, opts);
+  try {
+    return await fn(client);
+  } finally {
+    client.close();
+  }
+}
