@@ -88,6 +88,7 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
   /** Cancels timers; subscriptions are left to die with the process. */
   close(): void {
     for (const sub of this.index.values()) if (sub.graceTimer) clearTimeout(sub.graceTimer);
+    this.updates.close();
   }
 
   // --- watchers ------------------------------------------------------------
@@ -341,8 +342,10 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
 
   /** Resources, removals and errors from one upstream response. */
   onResponse(upstream: UpstreamPort, update: UpstreamUpdate): void {
-    if (this.leftovers.size > 0) this.dropLeftovers(upstream);
-    this.updates.apply(upstream, update);
+    // Leftovers are judged when the update's turn comes, right before it is applied, as if it had just arrived.
+    this.updates.apply(upstream, update, () => {
+      if (this.leftovers.size > 0) this.dropLeftovers(upstream);
+    });
   }
 
   private withdrawal(sub: Subscription): WatchUpdate {

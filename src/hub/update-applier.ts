@@ -2,9 +2,9 @@
  * Applies what upstreams say to the engine's subscriptions: one checked
  * update (resources, removals, resource errors) or a TTL expiry goes into the
  * store first, then to exactly the watchers of the keys it touches, inside
- * one fan-out round. The resources arrive split and checked
- * (upstream/response-check.ts); here it is only decided where each belongs,
- * who hears of it, and which collections it answers.
+ * one fan-out round (a large one in several, see apply). The resources arrive
+ * split and checked (upstream/response-check.ts); here it is only decided
+ * where each belongs, who hears of it, and which collections it answers.
  */
 import { CacheEntry } from '../cache/memory-cache';
 import type { ResourceStore } from '../cache/resource-store';
@@ -20,6 +20,15 @@ import { legacyKey, type Router } from './routing';
 import type { Subscription, WatchUpdate, Watcher } from './subscription';
 import type { JoinAuthorizer } from './types';
 import { ABSENT, allowsMember, changed } from './watch-updates';
+
+/** Time one turn of the event loop may spend applying upstream updates (ms); the rest waits for the next turn. */
+export const APPLY_BUDGET_MS = 8;
+
+/** Items applied between two looks at the clock. */
+const ITEMS_PER_CLOCK_READ = 32;
+
+/** A queued update or expiry: applies a slice until `deadline` (performance.now() ms), true once it is all applied. */
+type ApplyTask = (deadline: number) => boolean;
 
 /** google.rpc.Code values the engine treats specially in upstream resource_errors. */
 const NOT_FOUND = 5;
@@ -46,47 +55,127 @@ export class UpdateApplier {
     this.errors = opts.errors;
   }
 
-  /** Resources, removals and errors from one upstream response. */
-  apply(upstream: UpstreamPort, update: UpstreamUpdate): void {
-    const { store, metrics } = this.opts;
-    const fan = new FanOut(update.receivedAt);
+  /**
+   * Updates and expiries not yet applied, in arrival order. A large one is
+   * applied a slice at a time (about APPLY_BUDGET_MS per turn of the event
+   * loop); whatever arrives meanwhile waits its turn behind it.
+   */
+  private readonly queue: ApplyTask[] = [];
+  private turnScheduled = false;
+  private applying = false;
+
+  /**
+   * Resources, removals and errors from one upstream response; `first` runs
+   * just before the update's first item is applied (when its turn comes).
+   *
+   * Applying a large update in slices is what a control plane splitting it
+   * into several responses would cause: each slice is a fan-out round of its
+   * own, in the update's order (resources, then removals, then errors). What
+   * the update answers — a collection's first content, which lets a
+   * state-of-the-world client be sent a state without waiting and tells
+   * reconnecting clients which of their claims are gone — is marked only
+   * after its last slice, so no client is sent a partial answer as complete.
+   */
+  apply(upstream: UpstreamPort, update: UpstreamUpdate, first?: () => void): void {
+    const items = update.resources.length + update.removed.length + update.errors.length;
     const answered = new Set<Subscription>();
-    store.begin();
-    try {
-      for (const resource of update.resources) this.applyResource(upstream, update.typeUrl, resource, fan, answered);
-      for (const name of update.removed) this.applyRemoval(upstream, update.typeUrl, name, fan, answered);
-      for (const e of update.errors) this.applyError(upstream, update.typeUrl, e, fan, answered);
-      // An empty response from the default upstream can only be its answer to
-      // the wildcard (an explicit name would be answered with a removal).
-      const empty = update.resources.length === 0 && update.removed.length === 0 && update.errors.length === 0;
-      if (upstream.authority === null && empty) {
-        const wildcard = this.index.get(legacyKey(update.typeUrl, WILDCARD));
-        if (wildcard && !wildcard.answered) answered.add(wildcard);
+    let next = 0;
+    let touched = false;
+    this.enqueue((deadline) => {
+      if (next === 0) first?.();
+      const { store, metrics } = this.opts;
+      const fan = new FanOut(update.receivedAt);
+      store.begin();
+      try {
+        for (let n = 1; next < items; n++) {
+          this.applyItem(upstream, update, next++, fan, answered);
+          if (n % ITEMS_PER_CLOCK_READ === 0 && performance.now() >= deadline) break;
+        }
+        if (next === items) {
+          // An empty response from the default upstream can only be its answer to
+          // the wildcard (an explicit name would be answered with a removal).
+          if (upstream.authority === null && items === 0) {
+            const wildcard = this.index.get(legacyKey(update.typeUrl, WILDCARD));
+            if (wildcard && !wildcard.answered) answered.add(wildcard);
+          }
+          for (const sub of answered) if (this.index.get(sub.key) === sub) this.markAnswered(sub, fan);
+        }
+      } finally {
+        store.commit();
       }
-      for (const sub of answered) this.markAnswered(sub, fan);
-    } finally {
-      store.commit();
-    }
-    const touched = fan.size;
-    fan.finish(() => {
-      if (touched > 0 || update.resources.length > 0) metrics.pushLatency.observe(Number(process.hrtime.bigint() - update.receivedAt) / 1e9);
+      touched ||= fan.size > 0;
+      if (next < items) {
+        fan.finish();
+        return false;
+      }
+      fan.finish(() => {
+        if (touched || update.resources.length > 0) metrics.pushLatency.observe(Number(process.hrtime.bigint() - update.receivedAt) / 1e9);
+      });
+      return true;
     });
   }
 
   /** TTLs ran out: the resources are gone until the upstream sends them again. */
   expire(keys: string[]): void {
-    const fan = new FanOut();
-    const answered = new Set<Subscription>();
-    this.opts.store.begin();
+    let next = 0;
+    this.enqueue((deadline) => {
+      const fan = new FanOut();
+      const answered = new Set<Subscription>();
+      this.opts.store.begin();
+      try {
+        for (let n = 1; next < keys.length; n++) {
+          const key = keys[next++]!;
+          const entry = this.opts.store.get(key);
+          if (entry) this.removeResource(key, entry.name, entry.stored.glob, fan, answered);
+          if (n % ITEMS_PER_CLOCK_READ === 0 && performance.now() >= deadline) break;
+        }
+      } finally {
+        this.opts.store.commit();
+      }
+      fan.finish();
+      return next === keys.length;
+    });
+  }
+
+  /** Drops what is still waiting to be applied (the engine is closing). */
+  close(): void {
+    this.queue.length = 0;
+  }
+
+  /** Item `i` of `update`: its resources, then its removals, then its errors. */
+  private applyItem(upstream: UpstreamPort, update: UpstreamUpdate, i: number, fan: FanOut, answered: Set<Subscription>): void {
+    const { resources, removed, errors, typeUrl } = update;
+    if (i < resources.length) this.applyResource(upstream, typeUrl, resources[i]!, fan, answered);
+    else if (i < resources.length + removed.length) this.applyRemoval(upstream, typeUrl, removed[i - resources.length]!, fan, answered);
+    else this.applyError(upstream, typeUrl, errors[i - resources.length - removed.length]!, fan, answered);
+  }
+
+  /** Queues `task`; with nothing queued before it, its first slice runs now. */
+  private enqueue(task: ApplyTask): void {
+    this.queue.push(task);
+    if (this.queue.length === 1 && !this.applying && !this.turnScheduled) this.runTurn();
+  }
+
+  /** Runs queued tasks in order until the budget is spent, then yields to the event loop. */
+  private runTurn(): void {
+    this.applying = true;
     try {
-      for (const key of keys) {
-        const entry = this.opts.store.get(key);
-        if (entry) this.removeResource(key, entry.name, entry.stored.glob, fan, answered);
+      const deadline = performance.now() + APPLY_BUDGET_MS;
+      while (this.queue.length > 0) {
+        if (!this.queue[0]!(deadline)) break;
+        this.queue.shift();
+        if (performance.now() >= deadline) break;
       }
     } finally {
-      this.opts.store.commit();
+      this.applying = false;
     }
-    fan.finish();
+    if (this.queue.length > 0 && !this.turnScheduled) {
+      this.turnScheduled = true;
+      setImmediate(() => {
+        this.turnScheduled = false;
+        if (this.queue.length > 0) this.runTurn();
+      });
+    }
   }
 
   private drop(reason: DropReason | 'unsubscribed', upstream: UpstreamPort, name: string): void {
