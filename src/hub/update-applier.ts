@@ -21,8 +21,13 @@ import type { Subscription, WatchUpdate, Watcher } from './subscription';
 import type { JoinAuthorizer } from './types';
 import { ABSENT, allowsMember, changed } from './watch-updates';
 
-/** Time one turn of the event loop may spend applying upstream updates (ms); the rest waits for the next turn. */
-export const APPLY_BUDGET_MS = 8;
+/**
+ * Time one turn of the event loop may spend applying upstream updates (ms);
+ * the rest waits for the next turn. More than one client's request work gets
+ * (8 ms, downstream/request-scheduler.ts): every client waits on updates, and
+ * one arriving behind a large update waits until that one is applied.
+ */
+export const APPLY_BUDGET_MS = 20;
 
 /** Items applied between two looks at the clock. */
 const ITEMS_PER_CLOCK_READ = 32;
