@@ -3,6 +3,9 @@
  * for per-connection HTTP/2 control-frame budgets and for the
  * subscription changes a stream may make per second.
  */
+/** The default clock: one function for every bucket (a bucket per stream and per connection). */
+const monotonicMs = (): number => performance.now();
+
 export class TokenBucket {
   private tokens: number;
   private last: number;
@@ -15,7 +18,7 @@ export class TokenBucket {
   constructor(
     readonly ratePerSecond: number,
     readonly burst: number,
-    private readonly now: () => number = () => performance.now(),
+    private readonly now: () => number = monotonicMs,
   ) {
     if (!(ratePerSecond >= 0) || !(burst >= 0)) throw new RangeError('token bucket rate and burst must be non-negative');
     this.tokens = burst;
