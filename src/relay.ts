@@ -9,7 +9,7 @@ import { createRedisStore } from './cache/redis-store';
 import type { SharedStore } from './cache/types';
 import { ResourceStore } from './cache/resource-store';
 import { canWarmLoad, warmStart, whenAllConnected } from './cache/warm-start';
-import { DEFAULTS, type RelayConfig } from './config';
+import { resolveConfig, sharedStoreTimings, type RelayConfigInput } from './config';
 import { createCsdsService } from './downstream/csds';
 import type { DrainResult } from './downstream/drain';
 import { DownstreamServer } from './downstream/server';
@@ -106,7 +106,8 @@ function createUpstream(authority: string | null, uris: string[], tls: UpstreamT
 }
 
 /** Starts a relay: downstream server, upstreams, hub, cache and admin HTTP. */
-export async function startRelay(config: RelayConfig, options: RelayOptions = {}): Promise<RunningRelay> {
+export async function startRelay(input: RelayConfigInput, options: RelayOptions = {}): Promise<RunningRelay> {
+  const config = resolveConfig(input);
   const startedAt = Date.now();
   const logger = options.logger ?? createLogger(config.logLevel);
   const metrics = options.metrics ?? new RelayMetrics();
@@ -120,7 +121,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
   // TLS / mTLS, connection limits and HTTP/2 abuse checks (src/security/downstream.ts).
   let security: DownstreamSecurity;
   try {
-    security = createDownstreamSecurity(config.security, { logger, metrics, logRepeatIntervalMs: config.logRepeatIntervalMs });
+    security = createDownstreamSecurity(config.security ?? undefined, { logger, metrics, logRepeatIntervalMs: config.logRepeatIntervalMs });
   } catch (err) {
     policy?.close();
     throw err;
@@ -143,7 +144,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     onRejectedNames: (u, typeUrl, names) => engine?.onRejectedNames(u, typeUrl, names),
     hasServed: (typeUrl, name) => engine?.hasServed(typeUrl, name) ?? false,
   };
-  const upstreamParts: UpstreamParts = { sink, node, metrics, logger, maxRequestBytes: config.maxResponseBytes ?? DEFAULTS.maxResponseBytes };
+  const upstreamParts: UpstreamParts = { sink, node, metrics, logger, maxRequestBytes: config.maxResponseBytes };
   for (const a of config.authorities) upstreams.set(a.name, createUpstream(a.name, a.uris, a.tls, upstreamParts));
   if (config.defaultUpstream) upstreams.set(null, createUpstream(null, config.defaultUpstream, config.security?.defaultUpstreamTls, upstreamParts));
 
@@ -161,7 +162,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
   }));
   // --max-connection-age: grpc-js sends GOAWAY after the age ±10 % (its own jitter), cuts the connection after the grace.
   const serverOptions = config.maxConnectionAgeMs
-    ? { 'grpc.max_connection_age_ms': config.maxConnectionAgeMs, 'grpc.max_connection_age_grace_ms': config.maxConnectionAgeGraceMs ?? DEFAULTS.maxConnectionAgeGraceMs }
+    ? { 'grpc.max_connection_age_ms': config.maxConnectionAgeMs, 'grpc.max_connection_age_grace_ms': config.maxConnectionAgeGraceMs }
     : undefined;
   const downstream = new DownstreamServer({
     engine: hub,
@@ -207,7 +208,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
   });
 
   let listening = true;
-  const drainPeriodMs = config.drainPeriodMs ?? DEFAULTS.drainPeriodMs;
+  const drainPeriodMs = config.drainPeriodMs;
   const parts: AdminParts = {
     metrics,
     logger,
@@ -261,7 +262,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     const warm = await warmStart(
       shared,
       (r) => !cache.get(r.key) && !cache.isAbsent(r.key) && store.admit(r) !== undefined,
-      config.redis?.warmTimeoutMs ?? DEFAULTS.redisWarmTimeoutMs,
+      (config.redis ?? sharedStoreTimings()).warmTimeoutMs,
     );
     logger.info(warm, 'warm start from redis');
     if (warm.loaded > 0) {
@@ -283,7 +284,7 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     (stopped ??= (async () => {
       const t0 = Date.now();
       listening = false;
-      const shutdownGraceMs = config.shutdownGraceMs ?? DEFAULTS.shutdownGraceMs;
+      const shutdownGraceMs = config.shutdownGraceMs;
       logger.info({ streams: downstream.streams.size, graceMs: shutdownGraceMs }, 'shutting down: no new streams, sending clients away');
       // Out of the fleet first, so fleet status stops asking for it (the record's removal finishes before Redis closes).
       const left = fleet.leave();

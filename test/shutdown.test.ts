@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import * as grpc from '@grpc/grpc-js';
-import type { RelayConfig } from '../src/config';
+import type { RelayConfigInput } from '../src/config';
 import type { SharedStore, StoreBatch } from '../src/cache/types';
 import { sessionOf } from '../src/downstream/goaway';
 import { DeltaAdsClient, deltaAdsServiceDefinition, openDeltaStream } from '../src/proto/ads-service';
@@ -133,7 +133,7 @@ test('stop() flushes the shared store before it resolves', T, async () => {
       events.push('flushed');
     },
   };
-  const config: RelayConfig = {
+  const config: RelayConfigInput = {
     listen: '127.0.0.1:0',
     admin: null,
     authorities: [{ name: 'a', uris: [origin.uri] }],

@@ -1,5 +1,4 @@
 import type { Variant } from '../cache/memory-cache';
-import { DEFAULTS } from '../config';
 import type { FanOut } from '../hub/fan-out';
 import type { RelayMetrics } from '../metrics';
 import { encodeDeltaResponse } from '../proto/delta-response';
@@ -238,7 +237,7 @@ export class DeltaResponses implements ResponseBuilder {
   constructor(
     private readonly nonces: NonceSource,
     private readonly metrics: RelayMetrics,
-    private readonly maxBytes: number = DEFAULTS.maxResponseBytes,
+    private readonly maxBytes: number,
     /** Off only for the encode-once ablation benchmark. */
     private readonly share = true,
   ) {}
@@ -291,7 +290,7 @@ export class SotwResponses implements ResponseBuilder {
   constructor(
     private readonly nonces: NonceSource,
     private readonly metrics: RelayMetrics,
-    private readonly maxBytes: number = DEFAULTS.maxResponseBytes,
+    private readonly maxBytes: number,
     private readonly share = true,
   ) {}
 

@@ -9,7 +9,6 @@ import { ClientStatusTally } from './status-tally';
 import { clientStatusJudge } from './status-view';
 import { DeltaStream } from './delta-stream';
 import { Drainer, type DrainResult } from './drain';
-import { DEFAULTS } from '../config';
 import { WarnLimiter } from '../log-limit';
 import { DeltaResponses, NonceSource, SotwResponses } from './responses';
 import { SotwStream } from './sotw-stream';
@@ -19,9 +18,9 @@ export interface DownstreamServerOptions {
   metrics: RelayMetrics;
   logger: Logger;
   /** No response to a client exceeds this many bytes (larger sets go in several). */
-  maxResponseBytes?: number;
+  maxResponseBytes: number;
   /** A larger request ends that stream with RESOURCE_EXHAUSTED. */
-  maxRequestBytes?: number;
+  maxRequestBytes: number;
   /** A client's identity (see AdsStreamOptions.identify). */
   identify?: AdsStreamOptions['identify'];
   /** Per-stream limits (see AdsStreamOptions.limits). */
@@ -59,11 +58,11 @@ export class DownstreamServer {
       'grpc.keepalive_time_ms': 60_000,
       'grpc.keepalive_timeout_ms': 20_000,
       'grpc.keepalive_permit_without_calls': 1,
-      'grpc.max_receive_message_length': opts.maxRequestBytes ?? DEFAULTS.maxRequestBytes,
+      'grpc.max_receive_message_length': opts.maxRequestBytes,
       ...opts.serverOptions,
     });
     const nonces = new NonceSource();
-    const maxResponse = opts.maxResponseBytes ?? DEFAULTS.maxResponseBytes;
+    const maxResponse = opts.maxResponseBytes;
     const share = opts.shareResponses ?? true;
     const delta = (this.delta = new DeltaResponses(nonces, opts.metrics, maxResponse, share));
     const sotw = new SotwResponses(nonces, opts.metrics, maxResponse, share);

@@ -4,7 +4,7 @@
  * fleet requests to, and the view behind GET /debug/fleet. Without --redis
  * the relay is a fleet of one.
  */
-import { DEFAULTS, type RelayConfig } from '../config';
+import type { RelayConfig } from '../config';
 import { buildClientStatusResponse, type CsdsServiceOptions } from '../downstream/csds';
 import type { StatusSource } from '../downstream/status-source';
 import type { MemberRecords } from '../cache/types';
@@ -79,7 +79,8 @@ export class RelayFleet {
     const { config, logger } = this.parts;
     this.address = advertisedAddress(config.advertise, config.listen, boundPort);
     this.id = memberId(this.address);
-    if (!this.records) return;
+    // Membership needs --redis (this.records is only set with it).
+    if (!this.records || !config.redis) return;
     if (this.address === null) {
       logger.warn({ listen: config.listen }, 'fleet: no address other relays can reach this one at (set --advertise or POD_IP); it is listed, but its clients are missing from fleet status');
     }
@@ -88,8 +89,7 @@ export class RelayFleet {
       // Its peers (configured alike) require a client certificate, and it has none to present.
       logger.warn('fleet: clients need certificates here (--tls-client-ca) but --upstream-tls-cert is not set: the other relays will refuse this one\'s fleet status calls');
     }
-    const ttlMs = config.redis?.fleetHeartbeatTtlMs ?? DEFAULTS.fleetHeartbeatTtlMs;
-    this.registry = new FleetRegistry({ records: this.records, id: this.id, ttlMs, state: () => this.state(), logger: logger.child({ component: 'fleet' }) });
+    this.registry = new FleetRegistry({ records: this.records, id: this.id, ttlMs: config.redis.fleetHeartbeatTtlMs, state: () => this.state(), logger: logger.child({ component: 'fleet' }) });
     this.registry.start();
   }
 
