@@ -7,6 +7,7 @@ import yargs from 'yargs';
 import { flagDefaults, validateOptions, type RawOptions } from './config';
 import { examplesAuthority, examplesHint } from './examples';
 import { createLogger, LOG_LEVELS } from './log';
+import { stopSharingResponses } from './downstream/responses';
 import { defaultNodeId, startRelay } from './relay';
 import { runStatus, statusOptions, statusOptionsOf } from './status';
 import { DEFAULT_LIMITS, LIMIT_FLAGS } from './security/limits';
@@ -81,7 +82,8 @@ function relayParser(argv: string[], strict = true) {
     // Leak hunting only (test/soak/): POST /debug/gc and /debug/heap-snapshot on the admin port; gc needs node --expose-gc.
     // (Read back through `unknown`: the limit flags' index signature above makes yargs type every later key a number.)
     .option('debug-heap', { type: 'boolean', default: false, hidden: true, describe: 'Expose heap diagnostics under /debug/ on the admin port' })
-    // Benchmark ablation only (bench/ scenario 2): `--no-share-responses` encodes every client's response separately.
+    // Benchmark ablation only (bench/ scenario 2, bench/README.md): `--no-share-responses` encodes every client's response
+    // separately, through stopSharingResponses in src/downstream/responses.ts rather than the relay's options.
     .option('share-responses', { type: 'boolean', default: true, hidden: true, describe: 'Share one encoding among clients that get identical responses' })
     .config('config', 'YAML or JSON file with the same keys as the flags', loadConfigFile)
     .strictOptions(strict)
@@ -261,7 +263,8 @@ async function main(): Promise<void> {
   if (!config || configProblems.length > 0) invalidConfiguration(configProblems);
   const logger = createLogger(config.logLevel);
   if (foreignEnv.length > 0) logger.warn(...foreignEnvWarning(foreignEnv));
-  const relay = await startRelay(config, { shareResponses: args['share-responses'], logger, debugHeap: (args['debug-heap'] as unknown) === true });
+  if ((args['share-responses'] as unknown) === false) stopSharingResponses();
+  const relay = await startRelay(config, { logger, debugHeap: (args['debug-heap'] as unknown) === true });
   if (bundled) {
     createLogger(config.logLevel).info({ hint: examplesHint(config.listen, relay.port) }, 'serving the bundled examples');
   }

@@ -52,8 +52,6 @@ export interface RunningRelay {
 export interface RelayOptions {
   logger?: Logger;
   shared?: SharedStore;
-  /** Off only for the encode-once ablation benchmark. */
-  shareResponses?: boolean;
   /** A registry made beforehand, e.g. so a shared store's error callback can count into it. */
   metrics?: RelayMetrics;
   /** Adds POST /debug/gc and /debug/heap-snapshot to the admin server (src/admin/heap.ts; leak hunting only). */
@@ -227,7 +225,6 @@ async function wireRelay(
     onBound: (server) => security.onBound(server),
     maxResponseBytes: config.maxResponseBytes,
     maxRequestBytes: config.maxRequestBytes,
-    shareResponses: options.shareResponses ?? true,
     limits: config.security?.limits,
     logRepeatIntervalMs: config.logRepeatIntervalMs,
     // A client is known by its verified certificate; by its node id only where the policy allows it.

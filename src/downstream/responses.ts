@@ -7,6 +7,16 @@ import { encodeSotwResponse } from '../proto/sotw-response';
 import type { OutgoingResponse, Pending } from './outgoing';
 import type { ResponseBuilder, SubscriptionState } from './subscription-state';
 
+/**
+ * Benchmark ablation only (bench/ scenario 2, the CLI's hidden
+ * `--no-share-responses`, bench/README.md): response builders made after
+ * this call encode every client's response separately, to measure what
+ * encoding once per round saves. The relay itself never calls it.
+ */
+export function stopSharingResponses(): void {
+  sharingResponses = false;
+}
+let sharingResponses = true;
 
 /** Room left in every response for its type URL, nonce, version and field tags. */
 const ENVELOPE_BYTES = 1024;
@@ -238,9 +248,10 @@ export class DeltaResponses implements ResponseBuilder {
     private readonly nonces: NonceSource,
     private readonly metrics: RelayMetrics,
     private readonly maxBytes: number,
-    /** Off only for the encode-once ablation benchmark. */
-    private readonly share = true,
   ) {}
+
+  /** Off only for the encode-once ablation benchmark (stopSharingResponses). */
+  private readonly share = sharingResponses;
 
   /** Lets go of the answers kept across rounds (the server is shutting down). */
   close(): void {
@@ -291,8 +302,10 @@ export class SotwResponses implements ResponseBuilder {
     private readonly nonces: NonceSource,
     private readonly metrics: RelayMetrics,
     private readonly maxBytes: number,
-    private readonly share = true,
   ) {}
+
+  /** Off only for the encode-once ablation benchmark (stopSharingResponses). */
+  private readonly share = sharingResponses;
 
   build(state: SubscriptionState, p: Pending, fan: FanOut | undefined): OutgoingResponse[] {
     const world = state.world;

@@ -27,8 +27,6 @@ export interface DownstreamServerOptions {
   limits?: AdsStreamOptions['limits'];
   /** Extra grpc-js server options (e.g. max connection age). */
   serverOptions?: grpc.ServerOptions;
-  /** Share one encoding among clients that get identical responses (off only for benchmarks). */
-  shareResponses?: boolean;
   /** TLS / mTLS (security/downstream.ts); default plaintext. */
   credentials?: grpc.ServerCredentials;
   /** Repeated warnings (per stream, and stream endings relay-wide) are summarized at most this often (default 10 s). */
@@ -63,9 +61,8 @@ export class DownstreamServer {
     });
     const nonces = new NonceSource();
     const maxResponse = opts.maxResponseBytes;
-    const share = opts.shareResponses ?? true;
-    const delta = (this.delta = new DeltaResponses(nonces, opts.metrics, maxResponse, share));
-    const sotw = new SotwResponses(nonces, opts.metrics, maxResponse, share);
+    const delta = (this.delta = new DeltaResponses(nonces, opts.metrics, maxResponse));
+    const sotw = new SotwResponses(nonces, opts.metrics, maxResponse);
     this.server.addService(adsServiceDefinition, {
       DeltaAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.accept(new DeltaStream(call, this.streamOptions(delta))),
       StreamAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.accept(new SotwStream(call, this.streamOptions(sotw))),
