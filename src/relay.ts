@@ -1,6 +1,6 @@
 import * as os from 'node:os';
 import { AdminAccess } from './admin/auth';
-import { refreshRelayGauges, registerAdminRoutes, type AdminParts } from './admin/routes';
+import { refreshRelayGauges, registerAdminRoutes, type AdminSources } from './admin/routes';
 import { registerHeapDebugRoutes } from './admin/heap';
 import { AdminServer } from './admin/server';
 import { splitHostPort } from './address';
@@ -78,7 +78,8 @@ function relayNode(nodeId: string): Node {
   };
 }
 
-interface UpstreamParts {
+/** What every upstream is built with, whichever its authority. */
+interface UpstreamWiring {
   sink: UpstreamSink;
   node: Node;
   metrics: RelayMetrics;
@@ -87,8 +88,8 @@ interface UpstreamParts {
   maxRequestBytes: number;
 }
 
-function createUpstream(authority: string | null, uris: string[], tls: UpstreamTlsSpec | undefined, parts: UpstreamParts): ManagedUpstream {
-  const { sink, node, metrics, logger, maxRequestBytes } = parts;
+function createUpstream(authority: string | null, uris: string[], tls: UpstreamTlsSpec | undefined, wiring: UpstreamWiring): ManagedUpstream {
+  const { sink, node, metrics, logger, maxRequestBytes } = wiring;
   const targets: string[] = [];
   for (const uri of uris) {
     const parsed = parseUpstreamUri(uri);
@@ -208,9 +209,9 @@ async function wireRelay(
   });
   teardown.set('engine', () => engine.close());
   const node = relayNode(config.nodeId);
-  const upstreamParts: UpstreamParts = { sink: engine, node, metrics, logger, maxRequestBytes: config.maxResponseBytes };
-  for (const a of config.authorities) upstreams.set(a.name, createUpstream(a.name, a.uris, a.tls, upstreamParts));
-  if (config.defaultUpstream) upstreams.set(null, createUpstream(null, config.defaultUpstream, config.security?.defaultUpstreamTls, upstreamParts));
+  const upstreamWiring: UpstreamWiring = { sink: engine, node, metrics, logger, maxRequestBytes: config.maxResponseBytes };
+  for (const a of config.authorities) upstreams.set(a.name, createUpstream(a.name, a.uris, a.tls, upstreamWiring));
+  if (config.defaultUpstream) upstreams.set(null, createUpstream(null, config.defaultUpstream, config.security?.defaultUpstreamTls, upstreamWiring));
 
   // --max-connection-age: grpc-js sends GOAWAY after the age ±10 % (its own jitter), cuts the connection after the grace.
   const serverOptions = config.maxConnectionAgeMs
@@ -256,7 +257,7 @@ async function wireRelay(
   });
 
   let listening = true;
-  const parts: AdminParts = {
+  const adminSources: AdminSources = {
     metrics,
     logger,
     cache,
@@ -270,7 +271,7 @@ async function wireRelay(
     status: statusSource,
     fleet: () => fleet.view(),
   };
-  metrics.addCollector(() => refreshRelayGauges(parts));
+  metrics.addCollector(() => refreshRelayGauges(adminSources));
   const reloadedFiles: Array<'tls' | 'policy' | 'admin_token'> = [];
   if (config.security?.tls) reloadedFiles.push('tls');
   if (policy) reloadedFiles.push('policy');
@@ -283,7 +284,7 @@ async function wireRelay(
     if (!addr) throw new Error(`--admin ${config.admin}: expected HOST:PORT`);
     const access = new AdminAccess(config.security?.adminTokenFile ?? null, { logger, metrics: metrics.security });
     teardown.set('admin access', () => access.close());
-    const admin = registerAdminRoutes(new AdminServer(logger, (req, path) => access.check(req, path)), parts);
+    const admin = registerAdminRoutes(new AdminServer(logger, (req, path) => access.check(req, path)), adminSources);
     if (options.debugHeap) registerHeapDebugRoutes(admin);
     adminPort = await admin.listen(addr.host, addr.port);
     teardown.set('admin server', () => admin.close());
