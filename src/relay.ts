@@ -12,6 +12,7 @@ import { canWarmLoad, warmStart, whenAllConnected } from './cache/warm-start';
 import { resolveConfig, sharedStoreTimings, type RelayConfig, type RelayConfigInput } from './config';
 import { createCsdsService } from './downstream/csds';
 import type { DrainResult } from './downstream/drain';
+import { TOLD_ABSENT } from './downstream/outgoing';
 import { DownstreamServer } from './downstream/server';
 import { relayStatusSource } from './downstream/status-view';
 import { SubscriptionEngine } from './hub/engine';
@@ -270,6 +271,7 @@ async function wireRelay(
     serverInfo: { version: relayVersion(), startedAt, config },
     status: statusSource,
     fleet: () => fleet.view(),
+    toldAbsent: TOLD_ABSENT,
   };
   metrics.addCollector(() => refreshRelayGauges(adminSources));
   const reloadedFiles: Array<'tls' | 'policy' | 'admin_token'> = [];

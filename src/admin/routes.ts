@@ -4,13 +4,9 @@
  * changes (drain, log level).
  */
 import type { Readiness } from './readiness';
-import type { MemoryCache } from '../cache/memory-cache';
-import type { SharedStore } from '../cache/types';
-import type { DrainResult } from '../downstream/drain';
-import type { StatusSource } from '../downstream/status-source';
-import type { Subscription } from '../hub/subscription';
 import { isLogLevel, LOG_LEVELS, setLogLevel, type Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
+import type { CacheView, DrainView, SharedTierView, StatusView, SubscriptionView } from './relay-views';
 import type { AdminReply, AdminServer } from './server';
 import {
   cacheView,
@@ -31,13 +27,13 @@ import { serverInfo, type ServerInfoSource } from './server-info';
 export interface AdminSources {
   readonly metrics: RelayMetrics;
   readonly logger: Logger;
-  readonly cache: MemoryCache;
-  readonly shared?: SharedStore;
-  readonly hub: { subscriptions(): Iterable<Subscription>; readonly clientSubscriptionCount: number };
+  readonly cache: CacheView;
+  readonly shared?: SharedTierView;
+  readonly hub: { subscriptions(): Iterable<SubscriptionView>; readonly clientSubscriptionCount: number };
   readonly downstream: {
     readonly streams: ReadonlySet<ClientStreamInfo>;
     readonly draining: boolean;
-    drain(periodMs: number): Promise<DrainResult>;
+    drain(periodMs: number): Promise<DrainView>;
   };
   readonly upstreams: ReadonlyMap<string | null, UpstreamInfo>;
   /** Default period of POST /drain. */
@@ -49,7 +45,9 @@ export interface AdminSources {
   /** Version, start time and configuration for /server_info (absent: the endpoint is not served). */
   readonly serverInfo?: ServerInfoSource;
   /** Per-client config status (CSDS's source) for the home page's client statuses and NACK messages. */
-  readonly status?: StatusSource;
+  readonly status?: StatusView;
+  /** What a stream's `held` map stores for a name the client was told does not exist (downstream/subscription-state.ts TOLD_ABSENT). */
+  readonly toldAbsent: string;
   /** The fleet as this relay sees it, for /debug/fleet (src/fleet/registry.ts; absent: not served). */
   readonly fleet?: () => Promise<Record<string, unknown>>;
 }
@@ -197,7 +195,7 @@ export function registerAdminRoutes(admin: AdminServer, sources: AdminSources): 
         node: url.searchParams.get('node') ?? undefined,
         limit: limitParam(url),
         held: flagParam(url, 'held'),
-      }),
+      }, sources.toldAbsent),
     }))
     .route('GET /debug/subscriptions', (_req, url) => ({
       status: 200,
