@@ -34,29 +34,6 @@ const ADMIN = '^src/admin/';
 const CODECS = '^src/(proto|xdstp|typed-json)/';
 const BASE = '^src/(address|upstream-uri|log|log-limit|version)[.]ts$';
 
-/**
- * Arrows known to break the rules, each kept only because the files that
- * would change are being edited elsewhere at the same time. Each entry names
- * its fix; remove it with the fix.
- */
-const EXCEPTIONS = {
-  /**
-   * Leaves reading flow layers: admin/debug.ts, admin/routes.ts and
-   * admin/client-summary.ts name the engine's, cache's, per-client state's and
-   * status source's types (and TOLD_ABSENT) to render debug views and the
-   * home page. Fix: the top hands admin plain-data views.
-   */
-  leafReadsFlow: '^src/admin/(debug|routes|client-summary)[.]ts$',
-  /** admin/server-info.ts reads RelayConfig. Fix: the top hands it the fields it shows. */
-  leafReadsTop: '^src/admin/server-info[.]ts$',
-  /**
-   * Flow modules importing DEFAULTS from config.ts, because RelayConfig's
-   * fields stay optional after validation. Fix: validation returns a config
-   * with every default filled in.
-   */
-  flowReadsConfig: '^src/(downstream/server|downstream/responses|upstream/grpc-upstream)[.]ts$',
-};
-
 module.exports = {
   forbidden: [
     {
@@ -77,14 +54,14 @@ module.exports = {
       name: 'nothing-imports-the-top',
       severity: 'error',
       comment: 'Only the top imports the top (relay, CLI, configuration).',
-      from: { path: '^src/', pathNot: [TOP, EXCEPTIONS.leafReadsTop, EXCEPTIONS.flowReadsConfig] },
+      from: { path: '^src/', pathNot: TOP },
       to: { path: TOP },
     },
     {
       name: 'downstream-is-the-top-flow-layer',
       severity: 'error',
-      comment: 'Only the top (and admin, wired in by it) imports downstream/.',
-      from: { path: '^src/', pathNot: [TOP, DOWNSTREAM, EXCEPTIONS.leafReadsFlow] },
+      comment: 'Only the top imports downstream/.',
+      from: { path: '^src/', pathNot: [TOP, DOWNSTREAM] },
       to: { path: DOWNSTREAM },
     },
     {
@@ -124,7 +101,7 @@ module.exports = {
       name: 'leaves-do-not-read-the-flow',
       severity: 'error',
       comment: 'admin/, metrics.ts and security/ are handed what they need by the top.',
-      from: { path: LEAF, pathNot: EXCEPTIONS.leafReadsFlow },
+      from: { path: LEAF },
       to: { path: FLOW },
     },
     {

@@ -4,9 +4,10 @@ import { dirname, resolve } from 'node:path';
 import pino from 'pino';
 import YAML from 'yaml';
 import yargs from 'yargs';
-import { DEFAULTS, validateOptions, type RawOptions } from './config';
+import { flagDefaults, validateOptions, type RawOptions } from './config';
 import { examplesAuthority, examplesHint } from './examples';
 import { createLogger, LOG_LEVELS } from './log';
+import { stopSharingResponses } from './downstream/responses';
 import { defaultNodeId, startRelay } from './relay';
 import { runStatus, statusOptions, statusOptionsOf } from './status';
 import { DEFAULT_LIMITS, LIMIT_FLAGS } from './security/limits';
@@ -31,36 +32,37 @@ function loadConfigFile(path: string): Record<string, unknown> {
 }
 
 function relayParser(argv: string[], strict = true) {
+  const defaults = flagDefaults();
   return yargs(argv)
     .scriptName('xdstp-relay')
     .usage('$0 [options]\n$0 validate [options]\n$0 status --server HOST:PORT[,HOST:PORT…] [--node PATTERN] [--fleet] [--json]   (see: $0 status --help)\n\nA caching delta-xDS relay for xdstp:// resources.')
     .env('XDSTP_RELAY')
     // Authority names contain dots (examples.local): keep config-file map keys whole.
     .parserConfiguration({ 'dot-notation': false })
-    .option('listen', { type: 'string', default: DEFAULTS.listen, describe: 'Downstream ADS address HOST:PORT (delta and state-of-the-world)' })
-    .option('admin', { type: 'string', default: DEFAULTS.admin, describe: 'Admin HTTP address HOST:PORT (/healthz, /readyz, /metrics)' })
+    .option('listen', { type: 'string', default: defaults.listen, describe: 'Downstream ADS address HOST:PORT (delta and state-of-the-world)' })
+    .option('admin', { type: 'string', default: defaults.admin, describe: 'Admin HTTP address HOST:PORT (/healthz, /readyz, /metrics)' })
     .option('authority', { type: 'string', array: true, describe: 'NAME=URI[,URI…] upstream for an xdstp authority (repeatable)' })
     .option('default-upstream', { type: 'string', describe: 'URI[,URI…] upstream for non-xdstp names' })
-    .option('unsubscribe-grace', { type: 'number', default: DEFAULTS.unsubscribeGraceMs, describe: 'ms an upstream subscription outlives its last client' })
+    .option('unsubscribe-grace', { type: 'number', default: defaults['unsubscribe-grace'], describe: 'ms an upstream subscription outlives its last client' })
     .option('node-id', { type: 'string', describe: 'Node id presented upstream (default: xdstp-relay-<hostname>)' })
-    .option('log-level', { type: 'string', default: DEFAULTS.logLevel, describe: LOG_LEVELS.join('|') })
-    .option('log-repeat-interval', { type: 'number', default: DEFAULTS.logRepeatIntervalMs, describe: 'ms between summary lines of a warning clients repeat (refused names, NACKs…): the first at warn, the rest counted and at debug' })
-    .option('drain-period', { type: 'number', default: DEFAULTS.drainPeriodMs, describe: 'ms over which POST /drain sends clients away (GOAWAY) in small batches' })
-    .option('shutdown-grace', { type: 'number', default: DEFAULTS.shutdownGraceMs, describe: 'ms in-flight writes may take on SIGTERM/SIGINT before connections are cut' })
+    .option('log-level', { type: 'string', default: defaults['log-level'], describe: LOG_LEVELS.join('|') })
+    .option('log-repeat-interval', { type: 'number', default: defaults['log-repeat-interval'], describe: 'ms between summary lines of a warning clients repeat (refused names, NACKs…): the first at warn, the rest counted and at debug' })
+    .option('drain-period', { type: 'number', default: defaults['drain-period'], describe: 'ms over which POST /drain sends clients away (GOAWAY) in small batches' })
+    .option('shutdown-grace', { type: 'number', default: defaults['shutdown-grace'], describe: 'ms in-flight writes may take on SIGTERM/SIGINT before connections are cut' })
     .option('redis', {
       type: 'string',
       describe: 'Shared cache: redis://[user:pass@]host[:port][/db], rediss://…, redis+sentinel://[pass@]host:port[,…]/master[/db], redis+cluster://host:port[,…] (default: memory only)',
     })
     .option('redis-cluster', { type: 'string', describe: 'Shared cache on a Redis Cluster: seed nodes host:port[,host:port…]' })
-    .option('redis-prefix', { type: 'string', default: 'xdstp-relay:', describe: 'Prefix of every Redis key; deployments sharing one Redis need different ones' })
-    .option('redis-warm-timeout', { type: 'number', default: DEFAULTS.redisWarmTimeoutMs, describe: 'ms a starting relay may spend loading Redis into memory before it connects upstream (0 = no warm start)' })
+    .option('redis-prefix', { type: 'string', default: defaults['redis-prefix'], describe: 'Prefix of every Redis key; deployments sharing one Redis need different ones' })
+    .option('redis-warm-timeout', { type: 'number', default: defaults['redis-warm-timeout'], describe: 'ms a starting relay may spend loading Redis into memory before it connects upstream (0 = no warm start)' })
     .option('advertise', { type: 'string', describe: 'HOST:PORT other relays of the fleet reach this one at, for fleet-wide client status (with --redis; default: $POD_IP with the listen port, else the listen address unless it is a wildcard)' })
     // Tests only: a short membership TTL, so a killed relay leaves the fleet quickly (documented default: a few seconds).
-    .option('fleet-heartbeat-ttl', { type: 'number', default: DEFAULTS.fleetHeartbeatTtlMs, hidden: true, describe: 'ms a fleet membership record lives without a heartbeat' })
+    .option('fleet-heartbeat-ttl', { type: 'number', default: defaults['fleet-heartbeat-ttl'], hidden: true, describe: 'ms a fleet membership record lives without a heartbeat' })
     .option('max-connection-age', { type: 'number', describe: 'ms after which a client connection gets GOAWAY (±10% jitter), so streams rebalance over a grown fleet (default: never)' })
-    .option('max-connection-age-grace', { type: 'number', default: DEFAULTS.maxConnectionAgeGraceMs, describe: 'ms a stream may stay open after that GOAWAY before its connection is closed' })
-    .option('max-response-bytes', { type: 'number', default: DEFAULTS.maxResponseBytes, describe: 'No response to a client (and no request upstream) exceeds this; larger sets are split' })
-    .option('max-request-bytes', { type: 'number', default: DEFAULTS.maxRequestBytes, describe: 'A larger client request ends that stream with RESOURCE_EXHAUSTED' })
+    .option('max-connection-age-grace', { type: 'number', default: defaults['max-connection-age-grace'], describe: 'ms a stream may stay open after that GOAWAY before its connection is closed' })
+    .option('max-response-bytes', { type: 'number', default: defaults['max-response-bytes'], describe: 'No response to a client (and no request upstream) exceeds this; larger sets are split' })
+    .option('max-request-bytes', { type: 'number', default: defaults['max-request-bytes'], describe: 'A larger client request ends that stream with RESOURCE_EXHAUSTED' })
         // Security (docs/security.md): TLS both ways, authorization, admin token.
     .option('tls-cert', { type: 'string', describe: 'Serve clients over TLS with this PEM certificate (chain); reloaded when the file changes' })
     .option('tls-key', { type: 'string', describe: 'PEM private key of --tls-cert' })
@@ -80,7 +82,8 @@ function relayParser(argv: string[], strict = true) {
     // Leak hunting only (test/soak/): POST /debug/gc and /debug/heap-snapshot on the admin port; gc needs node --expose-gc.
     // (Read back through `unknown`: the limit flags' index signature above makes yargs type every later key a number.)
     .option('debug-heap', { type: 'boolean', default: false, hidden: true, describe: 'Expose heap diagnostics under /debug/ on the admin port' })
-    // Benchmark ablation only (bench/ scenario 2): `--no-share-responses` encodes every client's response separately.
+    // Benchmark ablation only (bench/ scenario 2, bench/README.md): `--no-share-responses` encodes every client's response
+    // separately, through stopSharingResponses in src/downstream/responses.ts rather than the relay's options.
     .option('share-responses', { type: 'boolean', default: true, hidden: true, describe: 'Share one encoding among clients that get identical responses' })
     .config('config', 'YAML or JSON file with the same keys as the flags', loadConfigFile)
     .strictOptions(strict)
@@ -260,7 +263,8 @@ async function main(): Promise<void> {
   if (!config || configProblems.length > 0) invalidConfiguration(configProblems);
   const logger = createLogger(config.logLevel);
   if (foreignEnv.length > 0) logger.warn(...foreignEnvWarning(foreignEnv));
-  const relay = await startRelay(config, { shareResponses: args['share-responses'], logger, debugHeap: (args['debug-heap'] as unknown) === true });
+  if ((args['share-responses'] as unknown) === false) stopSharingResponses();
+  const relay = await startRelay(config, { logger, debugHeap: (args['debug-heap'] as unknown) === true });
   if (bundled) {
     createLogger(config.logLevel).info({ hint: examplesHint(config.listen, relay.port) }, 'serving the bundled examples');
   }
@@ -276,7 +280,7 @@ async function main(): Promise<void> {
     setTimeout(() => {
       logger.error({ signal }, 'shutdown did not finish in time: exiting');
       process.exit(1);
-    }, (config.shutdownGraceMs ?? DEFAULTS.shutdownGraceMs) + 5000).unref();
+    }, config.shutdownGraceMs + 5000).unref();
     relay.stop().then(
       () => process.exit(0),
       (err: unknown) => {

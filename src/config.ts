@@ -4,9 +4,15 @@ import { parseRedisSpec } from './cache/redis-spec';
 import { DEFAULT_PREFIX, validatePrefix } from './cache/redis-keys';
 import { isLogLevel, LOG_LEVELS } from './log';
 import { parseUpstreamUri } from './upstream-uri';
+import { checkSecurity, type SecurityRawOptions, type SecuritySettings } from './security/config';
+import type { UpstreamTlsSpec } from './security/tls';
 
-/** Every default of the relay's options, in one place (the CLI shows them, config and relay use them). */
-export const DEFAULTS = {
+/**
+ * Every default of the relay's options, in one place. Only this module reads
+ * it: resolveConfig and validateOptions fill a configuration in from it, and
+ * flagDefaults hands the command line the same values by flag name.
+ */
+const DEFAULTS = {
   listen: '0.0.0.0:18000',
   admin: '0.0.0.0:9901',
   unsubscribeGraceMs: 30_000,
@@ -23,8 +29,25 @@ export const DEFAULTS = {
   /** A relay that stops heartbeating leaves the fleet (docs/fleet-status.md) within this many ms. */
   fleetHeartbeatTtlMs: 5000,
 } as const;
-import { checkSecurity, type SecurityRawOptions, type SecuritySettings } from './security/config';
-import type { UpstreamTlsSpec } from './security/tls';
+
+/** The default of every command-line flag that has one, by flag name (the parser's fallbacks and its help text). */
+export function flagDefaults() {
+  return {
+    listen: DEFAULTS.listen,
+    admin: DEFAULTS.admin,
+    'unsubscribe-grace': DEFAULTS.unsubscribeGraceMs,
+    'log-level': DEFAULTS.logLevel,
+    'log-repeat-interval': DEFAULTS.logRepeatIntervalMs,
+    'drain-period': DEFAULTS.drainPeriodMs,
+    'shutdown-grace': DEFAULTS.shutdownGraceMs,
+    'redis-prefix': DEFAULT_PREFIX,
+    'redis-warm-timeout': DEFAULTS.redisWarmTimeoutMs,
+    'fleet-heartbeat-ttl': DEFAULTS.fleetHeartbeatTtlMs,
+    'max-connection-age-grace': DEFAULTS.maxConnectionAgeGraceMs,
+    'max-response-bytes': DEFAULTS.maxResponseBytes,
+    'max-request-bytes': DEFAULTS.maxRequestBytes,
+  } as const;
+}
 
 /** One upstream authority: its name and the ordered list of servers that speak for it. */
 export interface AuthoritySpec {
@@ -36,6 +59,11 @@ export interface AuthoritySpec {
   tls?: UpstreamTlsSpec;
 }
 
+/**
+ * A relay's configuration with every default filled in: what validateOptions
+ * returns and what startRelay works from. Callers that may leave defaulted
+ * fields out build a RelayConfigInput and have resolveConfig fill it.
+ */
 export interface RelayConfig {
   /** Downstream delta-ADS listen address, `HOST:PORT` (port 0 picks a free one). */
   listen: string;
@@ -50,29 +78,34 @@ export interface RelayConfig {
   nodeId: string;
   logLevel: string;
   /** Repeated warnings caused by clients are summarized at most once per this many ms (default 10000). */
-  logRepeatIntervalMs?: number;
+  logRepeatIntervalMs: number;
   /** POST /drain spreads the GOAWAYs over this many ms (default 10000). */
-  drainPeriodMs?: number;
+  drainPeriodMs: number;
   /** On shutdown, how long in-flight writes may take before connections are cut, in ms (default 5000). */
-  shutdownGraceMs?: number;
-  /** The shared Redis tier (`--redis` / `--redis-cluster`); null or absent = memory only. */
-  redis?: RedisSettings | null;
-  /** Client connections get GOAWAY after about this many ms (grpc-js adds ±10 % jitter); null or absent = never. */
-  maxConnectionAgeMs?: number | null;
+  shutdownGraceMs: number;
+  /** The shared Redis tier (`--redis` / `--redis-cluster`); null = memory only. */
+  redis: RedisSettings | null;
+  /** Client connections get GOAWAY after about this many ms (grpc-js adds ±10 % jitter); null = never. */
+  maxConnectionAgeMs: number | null;
   /** After that GOAWAY, streams still open are cut after this many ms (default 10000). */
-  maxConnectionAgeGraceMs?: number;
+  maxConnectionAgeGraceMs: number;
   /** No response to a client exceeds this (larger sets are split; default 4 MiB); also bounds requests upstream. */
-  maxResponseBytes?: number;
+  maxResponseBytes: number;
   /** A client request larger than this ends its stream with RESOURCE_EXHAUSTED (default 16 MiB). */
-  maxRequestBytes?: number;
-  /** TLS, authorization policy, admin token and limits (src/security/config.ts); absent = plaintext, no policy, default limits. */
-  security?: SecuritySettings;
+  maxRequestBytes: number;
+  /**
+   * TLS, authorization policy, admin token and limits (src/security/config.ts),
+   * as validation always sets them. Null (a relay started in-process without
+   * them) = plaintext, no policy, no admin token, connection limits at their
+   * defaults and no per-stream limits.
+   */
+  security: SecuritySettings | null;
   /**
    * `--advertise HOST:PORT`: where the other relays of the fleet reach this
-   * one (docs/fleet-status.md); null or absent = POD_IP with the listen port,
-   * else the listen address when it is not a wildcard.
+   * one (docs/fleet-status.md); null = POD_IP with the listen port, else the
+   * listen address when it is not a wildcard.
    */
-  advertise?: string | null;
+  advertise: string | null;
 }
 
 export interface RedisSettings {
@@ -81,9 +114,60 @@ export interface RedisSettings {
   /** Prefix of every key (default `xdstp-relay:`); deployments sharing one Redis use different ones. */
   prefix: string;
   /** Time a starting relay may spend loading Redis into memory, in ms (default 5000; 0 = no warm start). */
-  warmTimeoutMs?: number;
+  warmTimeoutMs: number;
   /** TTL of this relay's fleet membership record, in ms; it heartbeats at a third of it (default 5000). */
-  fleetHeartbeatTtlMs?: number;
+  fleetHeartbeatTtlMs: number;
+}
+
+/** The fields of RelayConfig that have a default (or mean "none" when absent). */
+type Defaulted =
+  | 'logRepeatIntervalMs'
+  | 'drainPeriodMs'
+  | 'shutdownGraceMs'
+  | 'redis'
+  | 'maxConnectionAgeMs'
+  | 'maxConnectionAgeGraceMs'
+  | 'maxResponseBytes'
+  | 'maxRequestBytes'
+  | 'security'
+  | 'advertise';
+
+/** RedisSettings as a caller may give them: the timings may be left to their defaults. */
+export type RedisSettingsInput = Omit<RedisSettings, 'warmTimeoutMs' | 'fleetHeartbeatTtlMs'> & Partial<Pick<RedisSettings, 'warmTimeoutMs' | 'fleetHeartbeatTtlMs'>>;
+
+/** A configuration as startRelay accepts it (tests, benchmarks, embedders): defaulted fields may be absent. */
+export type RelayConfigInput = Omit<RelayConfig, Defaulted> &
+  Partial<Omit<Pick<RelayConfig, Defaulted>, 'redis'>> & { redis?: RedisSettingsInput | null };
+
+/** The configuration with every absent default filled in; a resolved configuration comes back equal. */
+export function resolveConfig(input: RelayConfigInput): RelayConfig {
+  return {
+    ...input,
+    logRepeatIntervalMs: input.logRepeatIntervalMs ?? DEFAULTS.logRepeatIntervalMs,
+    drainPeriodMs: input.drainPeriodMs ?? DEFAULTS.drainPeriodMs,
+    shutdownGraceMs: input.shutdownGraceMs ?? DEFAULTS.shutdownGraceMs,
+    redis: input.redis
+      ? {
+          ...input.redis,
+          warmTimeoutMs: input.redis.warmTimeoutMs ?? DEFAULTS.redisWarmTimeoutMs,
+          fleetHeartbeatTtlMs: input.redis.fleetHeartbeatTtlMs ?? DEFAULTS.fleetHeartbeatTtlMs,
+        }
+      : null,
+    maxConnectionAgeMs: input.maxConnectionAgeMs ?? null,
+    maxConnectionAgeGraceMs: input.maxConnectionAgeGraceMs ?? DEFAULTS.maxConnectionAgeGraceMs,
+    maxResponseBytes: input.maxResponseBytes ?? DEFAULTS.maxResponseBytes,
+    maxRequestBytes: input.maxRequestBytes ?? DEFAULTS.maxRequestBytes,
+    security: input.security ?? null,
+    advertise: input.advertise ?? null,
+  };
+}
+
+/**
+ * The timings of a shared store that came without RedisSettings (one an
+ * in-process caller hands startRelay): those `--redis` would have by default.
+ */
+export function sharedStoreTimings(): Pick<RedisSettings, 'warmTimeoutMs' | 'fleetHeartbeatTtlMs'> {
+  return { warmTimeoutMs: DEFAULTS.redisWarmTimeoutMs, fleetHeartbeatTtlMs: DEFAULTS.fleetHeartbeatTtlMs };
 }
 
 /** A configuration problem, with where it was found (flag or config-file path). */

@@ -1,6 +1,6 @@
 import * as os from 'node:os';
 import { AdminAccess } from './admin/auth';
-import { refreshRelayGauges, registerAdminRoutes, type AdminParts } from './admin/routes';
+import { refreshRelayGauges, registerAdminRoutes, type AdminSources } from './admin/routes';
 import { registerHeapDebugRoutes } from './admin/heap';
 import { AdminServer } from './admin/server';
 import { splitHostPort } from './address';
@@ -9,9 +9,10 @@ import { createRedisStore } from './cache/redis-store';
 import type { SharedStore } from './cache/types';
 import { ResourceStore } from './cache/resource-store';
 import { canWarmLoad, warmStart, whenAllConnected } from './cache/warm-start';
-import { DEFAULTS, type RelayConfig } from './config';
+import { resolveConfig, sharedStoreTimings, type RelayConfig, type RelayConfigInput } from './config';
 import { createCsdsService } from './downstream/csds';
 import type { DrainResult } from './downstream/drain';
+import { TOLD_ABSENT } from './downstream/outgoing';
 import { DownstreamServer } from './downstream/server';
 import { relayStatusSource } from './downstream/status-view';
 import { SubscriptionEngine } from './hub/engine';
@@ -21,7 +22,7 @@ import { createLogger, type Logger } from './log';
 import { RelayMetrics } from './metrics';
 import type { Node } from './proto/messages';
 import { TTL_CLIENT_FEATURE } from './proto/xds-names';
-import { createDownstreamSecurity, type DownstreamSecurity } from './security/downstream';
+import { createDownstreamSecurity } from './security/downstream';
 import { peerIdentity } from './security/identity';
 import { ALLOW_ALL, PolicyStore, type ClientAuthorizer as JoinAuthorizer } from './security/policy';
 import { upstreamChannels } from './upstream/upstream-channels';
@@ -52,8 +53,6 @@ export interface RunningRelay {
 export interface RelayOptions {
   logger?: Logger;
   shared?: SharedStore;
-  /** Off only for the encode-once ablation benchmark. */
-  shareResponses?: boolean;
   /** A registry made beforehand, e.g. so a shared store's error callback can count into it. */
   metrics?: RelayMetrics;
   /** Adds POST /debug/gc and /debug/heap-snapshot to the admin server (src/admin/heap.ts; leak hunting only). */
@@ -80,7 +79,8 @@ function relayNode(nodeId: string): Node {
   };
 }
 
-interface UpstreamParts {
+/** What every upstream is built with, whichever its authority. */
+interface UpstreamWiring {
   sink: UpstreamSink;
   node: Node;
   metrics: RelayMetrics;
@@ -89,8 +89,8 @@ interface UpstreamParts {
   maxRequestBytes: number;
 }
 
-function createUpstream(authority: string | null, uris: string[], tls: UpstreamTlsSpec | undefined, parts: UpstreamParts): ManagedUpstream {
-  const { sink, node, metrics, logger, maxRequestBytes } = parts;
+function createUpstream(authority: string | null, uris: string[], tls: UpstreamTlsSpec | undefined, wiring: UpstreamWiring): ManagedUpstream {
+  const { sink, node, metrics, logger, maxRequestBytes } = wiring;
   const targets: string[] = [];
   for (const uri of uris) {
     const parsed = parseUpstreamUri(uri);
@@ -105,50 +105,99 @@ function createUpstream(authority: string | null, uris: string[], tls: UpstreamT
   return new GrpcUpstream({ authority, targets, node, sink, logger, metrics, maxRequestBytes, channelFor });
 }
 
+/**
+ * The steps of a relay's teardown, in the order they run. stop() and a start
+ * that fails part-way run the same list; a step runs only once what it closes
+ * has been opened (registered with Teardown.set).
+ */
+const TEARDOWN_ORDER = [
+  /** Out of the fleet first, so fleet status stops asking for this relay (the record's removal is awaited below). */
+  'leave fleet',
+  'downstream security',
+  'policy',
+  /** No new streams; GOAWAY + UNAVAILABLE to every client after its queued writes, bounded by the grace. */
+  'downstream',
+  'upstreams',
+  'warm eviction',
+  'engine',
+  'store',
+  /** The fleet record is gone (or given up on) before Redis closes. */
+  'fleet record removed',
+  /** The shared store flushes its pending writes (bounded by its own write deadline). */
+  'shared store',
+  'admin server',
+  'admin access',
+] as const;
+type TeardownStep = (typeof TEARDOWN_ORDER)[number];
+
+/** What a teardown step closes; `graceMs` bounds how long clients' in-flight writes may take. */
+type Closer = (graceMs: number) => unknown;
+
+class Teardown {
+  private readonly closers = new Map<TeardownStep, Closer>();
+
+  /** Registers (or replaces) what `step` closes, once it is open. */
+  set(step: TeardownStep, close: Closer): void {
+    this.closers.set(step, close);
+  }
+
+  /** Runs the registered steps in TEARDOWN_ORDER, awaiting those that return a promise. */
+  async run(graceMs: number): Promise<void> {
+    for (const step of TEARDOWN_ORDER) {
+      const result = this.closers.get(step)?.(graceMs);
+      if (result instanceof Promise) await result;
+    }
+  }
+}
+
 /** Starts a relay: downstream server, upstreams, hub, cache and admin HTTP. */
-export async function startRelay(config: RelayConfig, options: RelayOptions = {}): Promise<RunningRelay> {
+export async function startRelay(input: RelayConfigInput, options: RelayOptions = {}): Promise<RunningRelay> {
+  const config = resolveConfig(input);
   const startedAt = Date.now();
   const logger = options.logger ?? createLogger(config.logLevel);
   const metrics = options.metrics ?? new RelayMetrics();
+  const teardown = new Teardown();
+  try {
+    return await wireRelay(config, options, { startedAt, logger, metrics, teardown });
+  } catch (err) {
+    // Whatever was opened before the failure closes, in the order stop() uses; nothing waits for clients.
+    await teardown.run(0);
+    throw err;
+  }
+}
+
+/** Builds and starts every part of the relay, registering each with `teardown` as it opens. */
+async function wireRelay(
+  config: RelayConfig,
+  options: RelayOptions,
+  { startedAt, logger, metrics, teardown }: { startedAt: number; logger: Logger; metrics: RelayMetrics; teardown: Teardown },
+): Promise<RunningRelay> {
   // Files first (certificates, policy): a bad one stops the start before anything connects.
   // --policy: the join check (the hub consults it per subscription); reloaded on change.
   const policyFile = config.security?.policyFile;
   const policy = policyFile
     ? new PolicyStore(policyFile, { logger, onReload: (result) => metrics.security.reloads.inc({ file: 'policy', result }) })
     : undefined;
+  if (policy) teardown.set('policy', () => policy.close());
   const authorizer: JoinAuthorizer = policy ?? ALLOW_ALL;
   // TLS / mTLS, connection limits and HTTP/2 abuse checks (src/security/downstream.ts).
-  let security: DownstreamSecurity;
-  try {
-    security = createDownstreamSecurity(config.security, { logger, metrics, logRepeatIntervalMs: config.logRepeatIntervalMs });
-  } catch (err) {
-    policy?.close();
-    throw err;
-  }
+  const security = createDownstreamSecurity(config.security ?? undefined, { logger, metrics, logRepeatIntervalMs: config.logRepeatIntervalMs });
+  teardown.set('downstream security', () => security.close());
   const cache = new MemoryCache();
   // --redis / --redis-cluster: the shared tier (a store passed in by the caller wins).
   const ownedStore =
     options.shared === undefined && config.redis
       ? createRedisStore(config.redis.spec, { prefix: config.redis.prefix, logger, onError: (op) => metrics.redisErrors.inc({ op }) })
       : undefined;
+  if (ownedStore) teardown.set('shared store', () => ownedStore.close());
   const shared: SharedStore | undefined = options.shared ?? ownedStore;
   const router = new Router(new Set(config.authorities.map((a) => a.name)), config.defaultUpstream !== null);
+  // Expiry only happens once the engine below exists (nothing expires while starting).
+  const store = new ResourceStore({ memory: cache, shared, logger, metrics, onExpired: (keys) => engine.onExpired(keys) });
+  teardown.set('store', () => store.close());
+  // The engine looks an authority's upstream up when a subscription first needs it: the upstreams attach below.
   const upstreams = new Map<string | null, ManagedUpstream>();
-  const node = relayNode(config.nodeId);
-  // The engine exists before any upstream can call it back (upstreams start below).
-  let engine: SubscriptionEngine | undefined;
-  const sink: UpstreamSink = {
-    onResponse: (u, update) => engine?.onResponse(u, update),
-    versionsFor: (typeUrl, names) => engine?.versionsFor(typeUrl, names) ?? {},
-    onRejectedNames: (u, typeUrl, names) => engine?.onRejectedNames(u, typeUrl, names),
-    hasServed: (typeUrl, name) => engine?.hasServed(typeUrl, name) ?? false,
-  };
-  const upstreamParts: UpstreamParts = { sink, node, metrics, logger, maxRequestBytes: config.maxResponseBytes ?? DEFAULTS.maxResponseBytes };
-  for (const a of config.authorities) upstreams.set(a.name, createUpstream(a.name, a.uris, a.tls, upstreamParts));
-  if (config.defaultUpstream) upstreams.set(null, createUpstream(null, config.defaultUpstream, config.security?.defaultUpstreamTls, upstreamParts));
-
-  const store = new ResourceStore({ memory: cache, shared, logger, metrics, onExpired: (keys) => engine?.onExpired(keys) });
-  const hub = (engine = new SubscriptionEngine({
+  const engine = new SubscriptionEngine({
     store,
     router,
     upstreams,
@@ -158,13 +207,19 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     authorizer: policy ? authorizer : undefined,
     // The router only routes configured authorities, so the label stays bounded.
     onDenied: (authority) => metrics.security.deniedSubscriptions.inc({ authority: authority ?? '(default)' }),
-  }));
+  });
+  teardown.set('engine', () => engine.close());
+  const node = relayNode(config.nodeId);
+  const upstreamWiring: UpstreamWiring = { sink: engine, node, metrics, logger, maxRequestBytes: config.maxResponseBytes };
+  for (const a of config.authorities) upstreams.set(a.name, createUpstream(a.name, a.uris, a.tls, upstreamWiring));
+  if (config.defaultUpstream) upstreams.set(null, createUpstream(null, config.defaultUpstream, config.security?.defaultUpstreamTls, upstreamWiring));
+
   // --max-connection-age: grpc-js sends GOAWAY after the age ±10 % (its own jitter), cuts the connection after the grace.
   const serverOptions = config.maxConnectionAgeMs
-    ? { 'grpc.max_connection_age_ms': config.maxConnectionAgeMs, 'grpc.max_connection_age_grace_ms': config.maxConnectionAgeGraceMs ?? DEFAULTS.maxConnectionAgeGraceMs }
+    ? { 'grpc.max_connection_age_ms': config.maxConnectionAgeMs, 'grpc.max_connection_age_grace_ms': config.maxConnectionAgeGraceMs }
     : undefined;
   const downstream = new DownstreamServer({
-    engine: hub,
+    engine,
     metrics,
     logger,
     serverOptions: { ...security.serverOptions, ...serverOptions },
@@ -172,14 +227,13 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
     onBound: (server) => security.onBound(server),
     maxResponseBytes: config.maxResponseBytes,
     maxRequestBytes: config.maxRequestBytes,
-    shareResponses: options.shareResponses ?? true,
     limits: config.security?.limits,
     logRepeatIntervalMs: config.logRepeatIntervalMs,
     // A client is known by its verified certificate; by its node id only where the policy allows it.
     identify: (call, nodeId) => peerIdentity(call, nodeId, authorizer.allowNodeIdIdentity),
   });
   // Per-client config status: CSDS on the listen port (only for identities the policy grants it), and the clients-by-status gauge.
-  const statusSource = relayStatusSource({ streams: () => downstream.streams, engine: hub, upstreams: () => upstreams.values(), relayNode: node });
+  const statusSource = relayStatusSource({ streams: () => downstream.streams, engine, upstreams: () => upstreams.values(), relayNode: node });
   // The fleet (src/fleet/): membership in Redis once bound, fleet-wide CSDS, /debug/fleet.
   const fleet = new RelayFleet({ config, shared, node, statusSource, downstream, upstreams: () => upstreams.values(), startedAt, logger });
   const csds = createCsdsService({
@@ -194,112 +248,90 @@ export async function startRelay(config: RelayConfig, options: RelayOptions = {}
   // A new policy withdraws what it no longer allows (the clients get removals).
   policy?.on('change', () => {
     for (const s of downstream.streams) s.reidentify();
-    const withdrawn = hub.reauthorize();
+    const withdrawn = engine.reauthorize();
     if (withdrawn > 0) logger.info({ withdrawn }, 'policy changed: subscriptions it denies were withdrawn');
   });
-  const port = await downstream.listen(config.listen).catch(async (err: unknown) => {
-    security.close();
-    policy?.close();
-    hub.close();
-    store.close();
-    await ownedStore?.close();
-    throw err;
+  const port = await downstream.listen(config.listen);
+  let sentAway = { streams: 0, forced: false };
+  teardown.set('downstream', async (graceMs) => {
+    sentAway = await downstream.shutdown(graceMs);
   });
 
   let listening = true;
-  const drainPeriodMs = config.drainPeriodMs ?? DEFAULTS.drainPeriodMs;
-  const parts: AdminParts = {
+  const adminSources: AdminSources = {
     metrics,
     logger,
     cache,
     shared,
-    hub,
+    hub: engine,
     downstream,
     upstreams,
-    drainPeriodMs,
+    drainPeriodMs: config.drainPeriodMs,
     listening: () => listening,
     serverInfo: { version: relayVersion(), startedAt, config },
     status: statusSource,
     fleet: () => fleet.view(),
+    toldAbsent: TOLD_ABSENT,
   };
-  metrics.addCollector(() => refreshRelayGauges(parts));
+  metrics.addCollector(() => refreshRelayGauges(adminSources));
   const reloadedFiles: Array<'tls' | 'policy' | 'admin_token'> = [];
   if (config.security?.tls) reloadedFiles.push('tls');
   if (policy) reloadedFiles.push('policy');
   if (config.admin && config.security?.adminTokenFile) reloadedFiles.push('admin_token');
   metrics.zeroKnownSeries({ authorities: [...upstreams.values()].map((u) => u.label), redis: ownedStore !== undefined, reloadedFiles });
 
-  let admin: AdminServer | undefined;
-  let adminAccess: AdminAccess | undefined;
   let adminPort: number | null = null;
   if (config.admin) {
     const addr = splitHostPort(config.admin);
-    try {
-      if (!addr) throw new Error(`--admin ${config.admin}: expected HOST:PORT`);
-      adminAccess = new AdminAccess(config.security?.adminTokenFile ?? null, { logger, metrics: metrics.security });
-      const access = adminAccess;
-      admin = registerAdminRoutes(new AdminServer(logger, (req, path) => access.check(req, path)), parts);
-      if (options.debugHeap) registerHeapDebugRoutes(admin);
-      adminPort = await admin.listen(addr.host, addr.port);
-    } catch (err) {
-      adminAccess?.close();
-      security.close();
-      policy?.close();
-      await downstream.shutdown(0);
-      hub.close();
-      store.close();
-      await ownedStore?.close();
-      throw err;
-    }
+    if (!addr) throw new Error(`--admin ${config.admin}: expected HOST:PORT`);
+    const access = new AdminAccess(config.security?.adminTokenFile ?? null, { logger, metrics: metrics.security });
+    teardown.set('admin access', () => access.close());
+    const admin = registerAdminRoutes(new AdminServer(logger, (req, path) => access.check(req, path)), adminSources);
+    if (options.debugHeap) registerHeapDebugRoutes(admin);
+    adminPort = await admin.listen(addr.host, addr.port);
+    teardown.set('admin server', () => admin.close());
   }
 
   // Warm start (cache/warm-start.ts): what the fleet stored in Redis goes into
   // memory before any upstream stream opens; leftovers nobody subscribed to are
   // dropped once every upstream is connected.
-  let stopWarmEviction: (() => void) | undefined;
   if (canWarmLoad(shared)) {
     const warm = await warmStart(
       shared,
       (r) => !cache.get(r.key) && !cache.isAbsent(r.key) && store.admit(r) !== undefined,
-      config.redis?.warmTimeoutMs ?? DEFAULTS.redisWarmTimeoutMs,
+      (config.redis ?? sharedStoreTimings()).warmTimeoutMs,
     );
     logger.info(warm, 'warm start from redis');
     if (warm.loaded > 0) {
-      stopWarmEviction = whenAllConnected(upstreams.values(), () => {
-        const n = hub.evictAllUnclaimed();
+      const stopWarmEviction = whenAllConnected(upstreams.values(), () => {
+        const n = engine.evictAllUnclaimed();
         if (n > 0) logger.info({ resources: n }, 'warm start: dropped resources no client subscribed to (upstreams connected)');
       });
+      teardown.set('warm eviction', () => stopWarmEviction());
     }
   }
 
   for (const u of upstreams.values()) u.start();
+  teardown.set('upstreams', () => {
+    for (const u of upstreams.values()) u.close();
+  });
   fleet.join(port);
+  teardown.set('leave fleet', () => void fleet.leave());
+  teardown.set('fleet record removed', () => fleet.leave());
+  // Once started, the relay closes a store it was handed as well as its own.
+  if (shared) teardown.set('shared store', () => shared.close());
   logger.info({ port, adminPort, authorities: config.authorities.map((a) => a.name), nodeId: config.nodeId, advertise: fleet.advertised }, 'relay listening');
 
-  const drain = (periodMs = drainPeriodMs): Promise<DrainResult> => downstream.drain(periodMs);
+  const drain = (periodMs = config.drainPeriodMs): Promise<DrainResult> => downstream.drain(periodMs);
 
   let stopped: Promise<void> | undefined;
   const stop = (): Promise<void> =>
     (stopped ??= (async () => {
       const t0 = Date.now();
       listening = false;
-      const shutdownGraceMs = config.shutdownGraceMs ?? DEFAULTS.shutdownGraceMs;
-      logger.info({ streams: downstream.streams.size, graceMs: shutdownGraceMs }, 'shutting down: no new streams, sending clients away');
-      // Out of the fleet first, so fleet status stops asking for it (the record's removal finishes before Redis closes).
-      const left = fleet.leave();
-      security.close();
-      policy?.close();
-      const { streams, forced } = await downstream.shutdown(shutdownGraceMs);
-      for (const u of upstreams.values()) u.close();
-      stopWarmEviction?.();
-      hub.close();
-      store.close();
-      await left;
-      // The shared store flushes its pending writes (bounded by its own write deadline).
-      await shared?.close();
-      await admin?.close();
-      adminAccess?.close();
-      logger.info({ streams, forced, ms: Date.now() - t0 }, 'shutdown complete');
+      logger.info({ streams: downstream.streams.size, graceMs: config.shutdownGraceMs }, 'shutting down: no new streams, sending clients away');
+      await teardown.run(config.shutdownGraceMs);
+      logger.info({ ...sentAway, ms: Date.now() - t0 }, 'shutdown complete');
     })());
 
   return { port, adminPort, metrics, logger, authorizer, drain, stop };

@@ -131,6 +131,23 @@ test('/debug/clients shows each stream with its node id, subscriptions and ack s
   });
 });
 
+test('/debug/clients counts a name the client was told does not exist apart from what it holds, with no version', T, async () => {
+  await withAdminRelay({}, async ({ origin, client, get }) => {
+    const gone = L('admin/gone');
+    const versions = { [gone]: 'v1', [L('admin/kept')]: 'v2' };
+    for (const [name, version] of Object.entries(versions)) origin.setResource(LISTENER, name, 'x', version);
+    const c = client({ nodeId: 'told-absent' });
+    c.subscribe(LISTENER, Object.keys(versions));
+    for (const [name, version] of Object.entries(versions)) await c.waitForVersion(LISTENER, name, version);
+    origin.removeResource(LISTENER, gone);
+    await c.waitFor(() => !c.held(LISTENER).has(gone), 'the removal');
+    const listeners = list(list(body(await get('/debug/clients?node=told-absent&held=1')).clients)[0]!.types)[0]!;
+    assert.equal(listeners.held, 1);
+    assert.equal(listeners.toldAbsent, 1);
+    assert.deepEqual(Object.values(listeners.versions as Json).sort(), ['v2', null].sort());
+  });
+});
+
 test('/debug/subscriptions shows upstream keys, refcounts and sync state', T, async () => {
   await withAdminRelay({}, async (env) => {
     const { one, two, glob, opaque } = await scenario(env);

@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { RelayConfig } from '../src/config';
+import type { RelayConfigInput } from '../src/config';
 import { startRelay, type RunningRelay } from '../src/relay';
 import { assertWellFormed } from './support/assertions';
 import { DeltaClient } from './support/delta-client';
@@ -23,7 +23,7 @@ test('a file edit travels file → tier-1 relay → tier-2 relay → client', T,
   writeFile(dir, 'clusters.yaml', resourcesFile(entry(C('web'), cluster(C('web'), '1s'))));
   await withFileRelay({ a: dir }, async (tier1) => {
     const log = new CapturedLog();
-    const config: RelayConfig = {
+    const config: RelayConfigInput = {
       listen: '127.0.0.1:0',
       admin: null,
       authorities: [{ name: 'a', uris: [`grpc://${tier1.address}`] }],

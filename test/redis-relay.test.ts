@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import Redis from 'ioredis';
 import { RedisKeyLayout } from '../src/cache/redis-keys';
-import type { RelayConfig } from '../src/config';
+import type { RelayConfigInput } from '../src/config';
 import { startRelay, type RunningRelay } from '../src/relay';
 import { spawnCli } from './support/cli';
 import { DeltaClient } from './support/delta-client';
@@ -124,7 +124,7 @@ class Env {
   }
 
   async relay(o: RelayOpts): Promise<RunningRelay> {
-    const config: RelayConfig = {
+    const config: RelayConfigInput = {
       listen: '127.0.0.1:0',
       admin: o.admin ? '127.0.0.1:0' : null,
       authorities: [{ name: 'a', uris: [o.upstream] }],

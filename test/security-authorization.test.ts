@@ -11,7 +11,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import type { RelayConfig } from '../src/config';
+import type { RelayConfigInput } from '../src/config';
 import { DEFAULT_LIMITS, type Limits } from '../src/security/limits';
 import type { SecuritySettings } from '../src/security/config';
 import { fetchStatus, fetchStatusError } from './support/csds';
@@ -31,7 +31,7 @@ function policyFile(text: string): string {
   return file;
 }
 
-function security(opts: { policy?: string; limits?: Partial<Limits> } = {}): Partial<RelayConfig> {
+function security(opts: { policy?: string; limits?: Partial<Limits> } = {}): Partial<RelayConfigInput> {
   const settings: SecuritySettings = {
     tls: null,
     defaultUpstreamTls: {},

@@ -6,8 +6,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
+import * as net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
-import type { RelayConfig } from '../src/config';
+import type { RelayConfigInput } from '../src/config';
 import type { SharedStore, StoreBatch } from '../src/cache/types';
 import { sessionOf } from '../src/downstream/goaway';
 import { DeltaAdsClient, deltaAdsServiceDefinition, openDeltaStream } from '../src/proto/ads-service';
@@ -16,6 +17,7 @@ import { spawnCli, type SpawnedCli } from './support/cli';
 import { DeltaClient } from './support/delta-client';
 import { LISTENER, xdstp } from './support/names';
 import { TestOrigin } from './support/origin';
+import { freePort } from './support/ports';
 import { http, pollUntil } from './support/admin';
 
 const T = { timeout: 40_000 };
@@ -133,7 +135,7 @@ test('stop() flushes the shared store before it resolves', T, async () => {
       events.push('flushed');
     },
   };
-  const config: RelayConfig = {
+  const config: RelayConfigInput = {
     listen: '127.0.0.1:0',
     admin: null,
     authorities: [{ name: 'a', uris: [origin.uri] }],
@@ -159,6 +161,37 @@ test('stop() flushes the shared store before it resolves', T, async () => {
   } finally {
     c.close();
     await relay.stop();
+    await origin.stop();
+  }
+});
+
+test('a start that fails part-way closes what it had opened: after a busy admin port the listen port is free again', T, async () => {
+  const origin = await TestOrigin.start();
+  const busy = net.createServer();
+  await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+  const busyPort = (busy.address() as net.AddressInfo).port;
+  const listenPort = await freePort();
+  const config: RelayConfigInput = {
+    listen: `127.0.0.1:${listenPort}`,
+    admin: `127.0.0.1:${busyPort}`,
+    authorities: [{ name: 'a', uris: [origin.uri] }],
+    defaultUpstream: null,
+    unsubscribeGraceMs: 0,
+    nodeId: 'relay-failed-start',
+    logLevel: 'silent',
+  };
+  const again = net.createServer();
+  try {
+    await assert.rejects(startRelay(config), /EADDRINUSE/);
+    // The downstream listener was bound before the admin port failed; the teardown let go of it.
+    await new Promise<void>((resolve, reject) => {
+      again.once('error', reject);
+      again.listen(listenPort, '127.0.0.1', resolve);
+    });
+    assert.equal(origin.subscribedKeys(LISTENER).size, 0, 'no upstream was started');
+  } finally {
+    again.close();
+    busy.close();
     await origin.stop();
   }
 });

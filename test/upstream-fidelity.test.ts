@@ -156,6 +156,7 @@ test('resource errors from the control plane reach the relay with their names, c
     sink,
     logger: createLogger('silent'),
     metrics: new RelayMetrics({ defaultMetrics: false }),
+    maxRequestBytes: 4 * 1024 * 1024,
   });
   try {
     const n = L('errors/flaky');

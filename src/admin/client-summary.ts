@@ -5,7 +5,7 @@
  * xdstp_relay_clients gauge (src/downstream/status-view.ts), so NACKED and
  * STALE mean what they mean there. Read-only.
  */
-import type { StatusClient, StatusSource } from '../downstream/status-source';
+import type { StatusClientView, StatusView } from './relay-views';
 import type { ClientStreamInfo } from './debug';
 
 /**
@@ -55,8 +55,8 @@ function zero(): Record<ClientTypeStatus, number> {
 }
 
 /** The status source's entry of each stream, by stream id (its scope is `stream/<id>/<protocol>`). */
-function statusByStream(source: StatusSource | undefined): Map<number, StatusClient> {
-  const out = new Map<number, StatusClient>();
+function statusByStream(source: StatusView | undefined): Map<number, StatusClientView> {
+  const out = new Map<number, StatusClientView>();
   if (!source) return out;
   for (const c of source.clients()) {
     const m = /^stream\/(\d+)\//.exec(c.scope);
@@ -67,7 +67,7 @@ function statusByStream(source: StatusSource | undefined): Map<number, StatusCli
 
 export function summarizeClients(
   streams: Iterable<ClientStreamInfo>,
-  source: StatusSource | undefined,
+  source: StatusView | undefined,
   opts: { maxRows: number; maxMessages: number; now?: number },
 ): ClientSummary {
   const now = opts.now ?? Date.now();

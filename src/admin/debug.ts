@@ -2,13 +2,8 @@
  * The JSON views behind /debug/*. Pure reads of the relay's state: nothing
  * here changes a subscription, a cache entry or a stream.
  */
-import type { MemoryCache } from '../cache/memory-cache';
-import type { SharedStore } from '../cache/types';
-import type { Subscription } from '../hub/subscription';
-import { TOLD_ABSENT } from '../downstream/outgoing';
-import type { SubscriptionState } from '../downstream/subscription-state';
 import type { Node } from '../proto/messages';
-import type { UpstreamStatus } from '../upstream/types';
+import type { CacheView, SharedTierView, SubscriptionView, TypeStateView, UpstreamStatusView } from './relay-views';
 import { decodeResource, type PayloadDecoder } from './payload';
 
 /** What /debug/clients needs of a downstream stream (src/downstream/client-stream.ts). */
@@ -18,7 +13,7 @@ export interface ClientStreamInfo {
   readonly openedAt: number;
   readonly node: Node | undefined;
   readonly protocol: 'delta' | 'sotw';
-  readonly states: ReadonlyMap<string, SubscriptionState>;
+  readonly states: ReadonlyMap<string, TypeStateView>;
   readonly nacks: number;
   readonly lastNonce: string;
   readonly lastAckedNonce: string;
@@ -30,7 +25,7 @@ export interface UpstreamInfo {
   readonly authority: string | null;
   readonly label: string;
   readonly connected: boolean;
-  readonly status: UpstreamStatus;
+  readonly status: UpstreamStatusView;
   subscriptionCount(): number;
 }
 
@@ -69,14 +64,14 @@ export interface ClientsQuery {
   held: boolean;
 }
 
-function typeView(view: SubscriptionState, withHeld: boolean): Record<string, unknown> {
+function typeView(view: TypeStateView, withHeld: boolean, toldAbsent: string): Record<string, unknown> {
   const subscriptions: string[] = [];
   const rejected: string[] = [];
   for (const [name, sub] of view.names) (sub === null ? rejected : subscriptions).push(name);
   subscriptions.sort();
   rejected.sort();
   let absent = 0;
-  for (const v of view.held.values()) if (v === TOLD_ABSENT) absent++;
+  for (const v of view.held.values()) if (v === toldAbsent) absent++;
   const out: Record<string, unknown> = {
     typeUrl: view.typeUrl,
     subscriptions,
@@ -90,14 +85,15 @@ function typeView(view: SubscriptionState, withHeld: boolean): Record<string, un
     const versions: Record<string, string | null> = {};
     for (const name of [...view.held.keys()].sort()) {
       const v = view.held.get(name)!;
-      versions[name] = v === TOLD_ABSENT ? null : v;
+      versions[name] = v === toldAbsent ? null : v;
     }
     out.versions = versions;
   }
   return out;
 }
 
-export function clientsView(streams: Iterable<ClientStreamInfo>, q: ClientsQuery, now = Date.now()): Record<string, unknown> {
+/** `toldAbsent`: what a stream's `held` map stores for a name the client was told does not exist. */
+export function clientsView(streams: Iterable<ClientStreamInfo>, q: ClientsQuery, toldAbsent: string, now = Date.now()): Record<string, unknown> {
   const matched: ClientStreamInfo[] = [];
   let total = 0;
   for (const s of streams) {
@@ -136,7 +132,7 @@ export function clientsView(streams: Iterable<ClientStreamInfo>, q: ClientsQuery
           nacks: s.nacks,
         },
         slow: s.isSlow,
-        types: [...s.states.values()].sort(byString((v) => v.typeUrl)).map((v) => typeView(v, q.held)),
+        types: [...s.states.values()].sort(byString((v) => v.typeUrl)).map((v) => typeView(v, q.held, toldAbsent)),
       };
     }),
   };
@@ -153,7 +149,7 @@ export interface SubscriptionsQuery {
 /** Where a subscription stands with respect to its upstream. */
 export type SyncState = 'synced' | 'absent' | 'pending' | 'uncacheable';
 
-function syncOf(sub: Subscription, cache: MemoryCache): { state: SyncState; version?: string; members?: number } {
+function syncOf(sub: SubscriptionView, cache: CacheView): { state: SyncState; version?: string; members?: number } {
   if (sub.isCollection) {
     const members = cache.memberCount(sub.key);
     if (members > 0) return { state: 'synced', members };
@@ -180,8 +176,8 @@ export function upstreamsView(upstreams: Iterable<UpstreamInfo>): Array<Record<s
 }
 
 export function subscriptionsView(
-  subs: Iterable<Subscription>,
-  cache: MemoryCache,
+  subs: Iterable<SubscriptionView>,
+  cache: CacheView,
   upstreams: Iterable<UpstreamInfo>,
   counts: { clientSubscriptions: number },
   q: SubscriptionsQuery,
@@ -223,8 +219,8 @@ export interface CacheQuery {
 }
 
 export function cacheView(
-  cache: MemoryCache,
-  shared: SharedStore | undefined,
+  cache: CacheView,
+  shared: SharedTierView | undefined,
   decode: PayloadDecoder,
   q: CacheQuery,
   now = Date.now(),

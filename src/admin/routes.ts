@@ -1,16 +1,12 @@
 /**
  * The admin HTTP endpoints, built from a small typed view of the relay's
- * parts. GETs only read; the two POSTs are the only state changes (drain,
- * log level).
+ * objects (AdminSources). GETs only read; the two POSTs are the only state
+ * changes (drain, log level).
  */
 import type { Readiness } from './readiness';
-import type { MemoryCache } from '../cache/memory-cache';
-import type { SharedStore } from '../cache/types';
-import type { DrainResult } from '../downstream/drain';
-import type { StatusSource } from '../downstream/status-source';
-import type { Subscription } from '../hub/subscription';
 import { isLogLevel, LOG_LEVELS, setLogLevel, type Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
+import type { CacheView, DrainView, SharedTierView, StatusView, SubscriptionView } from './relay-views';
 import type { AdminReply, AdminServer } from './server';
 import {
   cacheView,
@@ -28,16 +24,16 @@ import { envoyPayloadDecoder, type PayloadDecoder } from './payload';
 import { serverInfo, type ServerInfoSource } from './server-info';
 
 /** What the admin server sees of a running relay. */
-export interface AdminParts {
+export interface AdminSources {
   readonly metrics: RelayMetrics;
   readonly logger: Logger;
-  readonly cache: MemoryCache;
-  readonly shared?: SharedStore;
-  readonly hub: { subscriptions(): Iterable<Subscription>; readonly clientSubscriptionCount: number };
+  readonly cache: CacheView;
+  readonly shared?: SharedTierView;
+  readonly hub: { subscriptions(): Iterable<SubscriptionView>; readonly clientSubscriptionCount: number };
   readonly downstream: {
     readonly streams: ReadonlySet<ClientStreamInfo>;
     readonly draining: boolean;
-    drain(periodMs: number): Promise<DrainResult>;
+    drain(periodMs: number): Promise<DrainView>;
   };
   readonly upstreams: ReadonlyMap<string | null, UpstreamInfo>;
   /** Default period of POST /drain. */
@@ -49,7 +45,9 @@ export interface AdminParts {
   /** Version, start time and configuration for /server_info (absent: the endpoint is not served). */
   readonly serverInfo?: ServerInfoSource;
   /** Per-client config status (CSDS's source) for the home page's client statuses and NACK messages. */
-  readonly status?: StatusSource;
+  readonly status?: StatusView;
+  /** What a stream's `held` map stores for a name the client was told does not exist (downstream/subscription-state.ts TOLD_ABSENT). */
+  readonly toldAbsent: string;
   /** The fleet as this relay sees it, for /debug/fleet (src/fleet/registry.ts; absent: not served). */
   readonly fleet?: () => Promise<Record<string, unknown>>;
 }
@@ -60,18 +58,18 @@ const UPSTREAM_STATES = ['idle', 'connecting', 'ready', 'backoff', 'closed'];
 export type { Readiness };
 
 /** Ready = listening, not draining, and either an upstream is connected or the cache can serve. */
-export function readiness(parts: AdminParts): Readiness {
-  const listening = parts.listening();
-  const draining = parts.downstream.draining;
+export function readiness(sources: AdminSources): Readiness {
+  const listening = sources.listening();
+  const draining = sources.downstream.draining;
   const upstreams: Readiness['upstreams'] = {};
   let anyConnected = false;
-  for (const u of parts.upstreams.values()) {
+  for (const u of sources.upstreams.values()) {
     upstreams[u.label] = { connected: u.connected, state: u.status.state };
     anyConnected ||= u.connected;
   }
-  const upstreamConnected = parts.upstreams.size === 0 || anyConnected;
-  const sharedTier = parts.shared === undefined ? 'none' : parts.shared.healthy ? 'healthy' : 'unavailable';
-  const cacheCanServe = parts.cache.size > 0 || sharedTier === 'healthy';
+  const upstreamConnected = sources.upstreams.size === 0 || anyConnected;
+  const sharedTier = sources.shared === undefined ? 'none' : sources.shared.healthy ? 'healthy' : 'unavailable';
+  const cacheCanServe = sources.cache.size > 0 || sharedTier === 'healthy';
   return {
     ready: listening && !draining && (upstreamConnected || cacheCanServe),
     listening,
@@ -79,17 +77,17 @@ export function readiness(parts: AdminParts): Readiness {
     upstreamConnected,
     cacheCanServe,
     upstreams,
-    cachedResources: parts.cache.size,
+    cachedResources: sources.cache.size,
     sharedTier,
     redis: sharedTier === 'none' ? 'off' : sharedTier === 'healthy' ? 'up' : 'down',
   };
 }
 
 /** Sets the gauges that are computed at scrape time; registered with RelayMetrics.addCollector. */
-export function refreshRelayGauges(parts: AdminParts): void {
-  const { metrics } = parts;
+export function refreshRelayGauges(sources: AdminSources): void {
+  const { metrics } = sources;
   let upstreamSubs = 0;
-  for (const u of parts.upstreams.values()) {
+  for (const u of sources.upstreams.values()) {
     const n = u.subscriptionCount();
     upstreamSubs += n;
     metrics.upstreamSubscriptions.set({ authority: u.label }, n);
@@ -99,10 +97,10 @@ export function refreshRelayGauges(parts: AdminParts): void {
     if (!UPSTREAM_STATES.includes(state) && UPSTREAM_STATES.length < 16) UPSTREAM_STATES.push(state);
     for (const s of UPSTREAM_STATES) metrics.upstreamState.set({ authority: u.label, state: s }, s === state ? 1 : 0);
   }
-  metrics.dedupRatio.set(upstreamSubs === 0 ? 1 : parts.hub.clientSubscriptionCount / upstreamSubs);
-  metrics.cacheResources.set(parts.cache.size);
-  metrics.cacheBytes.set(parts.cache.bytes);
-  metrics.draining.set(parts.downstream.draining ? 1 : 0);
+  metrics.dedupRatio.set(upstreamSubs === 0 ? 1 : sources.hub.clientSubscriptionCount / upstreamSubs);
+  metrics.cacheResources.set(sources.cache.size);
+  metrics.cacheBytes.set(sources.cache.bytes);
+  metrics.draining.set(sources.downstream.draining ? 1 : 0);
 }
 
 /** The counters of limits hit, every series (those at 0 too). */
@@ -120,22 +118,22 @@ async function limitCounts(metrics: RelayMetrics): Promise<LimitCount[]> {
 }
 
 /** The home page, from the data behind /readyz, /debug/upstreams, /debug/clients and the client status gauge. */
-async function homePage(parts: AdminParts): Promise<string> {
+async function homePage(sources: AdminSources): Promise<string> {
   const now = Date.now();
   return renderHomePage({
     now,
-    version: parts.serverInfo?.version,
-    startedAt: parts.serverInfo?.startedAt,
+    version: sources.serverInfo?.version,
+    startedAt: sources.serverInfo?.startedAt,
     nodeVersion: process.versions.node,
-    readiness: readiness(parts),
-    upstreams: [...parts.upstreams.values()],
-    clients: summarizeClients(parts.downstream.streams, parts.status, { maxRows: 200, maxMessages: 10, now }),
+    readiness: readiness(sources),
+    upstreams: [...sources.upstreams.values()],
+    clients: summarizeClients(sources.downstream.streams, sources.status, { maxRows: 200, maxMessages: 10, now }),
     cache: {
-      resources: parts.cache.size,
-      bytes: parts.cache.bytes,
-      sharedTier: parts.shared === undefined ? 'none' : parts.shared.healthy ? 'healthy' : 'unavailable',
+      resources: sources.cache.size,
+      bytes: sources.cache.bytes,
+      sharedTier: sources.shared === undefined ? 'none' : sources.shared.healthy ? 'healthy' : 'unavailable',
     },
-    limits: await limitCounts(parts.metrics),
+    limits: await limitCounts(sources.metrics),
     endpoints: ENDPOINTS,
   });
 }
@@ -161,29 +159,29 @@ const ENDPOINTS = {
 };
 
 /** Adds every admin endpoint to `admin`. */
-export function registerAdminRoutes(admin: AdminServer, parts: AdminParts): AdminServer {
-  const { logger, metrics } = parts;
-  let decoder = parts.decodePayload;
+export function registerAdminRoutes(admin: AdminServer, sources: AdminSources): AdminServer {
+  const { logger, metrics } = sources;
+  let decoder = sources.decodePayload;
   let drainLogged = false;
 
-  if (parts.serverInfo) {
-    const src = parts.serverInfo;
+  if (sources.serverInfo) {
+    const src = sources.serverInfo;
     admin.route('GET /server_info', () => ({ status: 200, body: serverInfo(src) }));
   }
-  if (parts.fleet) {
-    const fleet = parts.fleet;
+  if (sources.fleet) {
+    const fleet = sources.fleet;
     admin.route('GET /debug/fleet', async () => ({ status: 200, body: await fleet() }));
   }
   return admin
     // A browser gets the home page (protected like /debug/*: admin/auth.ts); tools keep the JSON index.
     .route('GET /', async (req, url) =>
       wantsHomePage(req.headers.accept, url.searchParams)
-        ? { status: 200, body: await homePage(parts), contentType: 'text/html; charset=utf-8', headers: { 'cache-control': 'no-store' } }
+        ? { status: 200, body: await homePage(sources), contentType: 'text/html; charset=utf-8', headers: { 'cache-control': 'no-store' } }
         : { status: 200, body: { service: 'xdstp-relay', endpoints: ENDPOINTS } },
     )
     .route('GET /healthz', () => ({ status: 200, body: { status: 'ok' } }))
     .route('GET /readyz', () => {
-      const r = readiness(parts);
+      const r = readiness(sources);
       return { status: r.ready ? 200 : 503, body: r };
     })
     .route('GET /metrics', async () => ({
@@ -193,29 +191,29 @@ export function registerAdminRoutes(admin: AdminServer, parts: AdminParts): Admi
     }))
     .route('GET /debug/clients', (_req, url) => ({
       status: 200,
-      body: clientsView(parts.downstream.streams, {
+      body: clientsView(sources.downstream.streams, {
         node: url.searchParams.get('node') ?? undefined,
         limit: limitParam(url),
         held: flagParam(url, 'held'),
-      }),
+      }, sources.toldAbsent),
     }))
     .route('GET /debug/subscriptions', (_req, url) => ({
       status: 200,
       body: subscriptionsView(
-        parts.hub.subscriptions(),
-        parts.cache,
-        parts.upstreams.values(),
-        { clientSubscriptions: parts.hub.clientSubscriptionCount },
+        sources.hub.subscriptions(),
+        sources.cache,
+        sources.upstreams.values(),
+        { clientSubscriptions: sources.hub.clientSubscriptionCount },
         { prefix: url.searchParams.get('prefix') ?? undefined, limit: limitParam(url) },
       ),
     }))
-    .route('GET /debug/upstreams', () => ({ status: 200, body: { upstreams: upstreamsView(parts.upstreams.values()) } }))
+    .route('GET /debug/upstreams', () => ({ status: 200, body: { upstreams: upstreamsView(sources.upstreams.values()) } }))
     .route('GET /debug/cache', (_req, url) => {
       const payloads = url.searchParams.get('payloads');
       decoder ??= envoyPayloadDecoder();
       return {
         status: 200,
-        body: cacheView(parts.cache, parts.shared, decoder, {
+        body: cacheView(sources.cache, sources.shared, decoder, {
           prefix: url.searchParams.get('prefix') ?? undefined,
           limit: limitParam(url, 100),
           payloads: payloads === null || flagParam(url, 'payloads'),
@@ -234,15 +232,15 @@ export function registerAdminRoutes(admin: AdminServer, parts: AdminParts): Admi
       return { status: 200, body: { level, previous } };
     })
     .route('POST /drain', async (_req, url) => {
-      let periodMs = parts.drainPeriodMs;
+      let periodMs = sources.drainPeriodMs;
       const period = url.searchParams.get('period');
       if (period !== null) {
         periodMs = Number(period);
         if (!Number.isInteger(periodMs) || periodMs < 0) return bad(`?period= must be a non-negative number of ms, got ${JSON.stringify(period)}`);
       }
-      const already = parts.downstream.draining;
-      const open = parts.downstream.streams.size;
-      const done = parts.downstream.drain(periodMs);
+      const already = sources.downstream.draining;
+      const open = sources.downstream.streams.size;
+      const done = sources.downstream.drain(periodMs);
       if (!drainLogged) {
         drainLogged = true;
         logger.info({ streams: open, periodMs }, 'drain started: /readyz now 503, clients are sent away gradually');

@@ -6,7 +6,6 @@
  * it so a fleet's members can be compared at a glance.
  */
 import { createHash } from 'node:crypto';
-import type { RelayConfig } from '../config';
 
 /** Hides passwords in connection strings: `redis://user:pw@h` → `redis://user:***@h`; a bare `//pw@h` → `//***@h`. */
 export function redactUrl(url: string): string {
@@ -20,7 +19,7 @@ export function redactUrl(url: string): string {
 }
 
 /** The configuration as /server_info shows it: file paths stay (they are not secrets), passwords do not. */
-export function redactedConfig(config: RelayConfig): Record<string, unknown> {
+export function redactedConfig(config: object): Record<string, unknown> {
   const copy = JSON.parse(JSON.stringify(config)) as Record<string, unknown>;
   const redis = copy.redis as { spec?: unknown } | null | undefined;
   if (redis && typeof redis.spec === 'string') redis.spec = redactUrl(redis.spec);
@@ -42,7 +41,8 @@ export function canonicalJson(v: unknown): string {
 export interface ServerInfoSource {
   version: string;
   startedAt: number;
-  config: RelayConfig;
+  /** The effective configuration (src/config.ts RelayConfig), read as plain JSON data: admin depends on no field of it but `redis.spec`. */
+  config: object;
 }
 
 export function serverInfo(src: ServerInfoSource, now = Date.now()): Record<string, unknown> {

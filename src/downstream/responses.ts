@@ -1,5 +1,4 @@
 import type { Variant } from '../cache/memory-cache';
-import { DEFAULTS } from '../config';
 import type { FanOut } from '../hub/fan-out';
 import type { RelayMetrics } from '../metrics';
 import { encodeDeltaResponse } from '../proto/delta-response';
@@ -8,6 +7,16 @@ import { encodeSotwResponse } from '../proto/sotw-response';
 import type { OutgoingResponse, Pending } from './outgoing';
 import type { ResponseBuilder, SubscriptionState } from './subscription-state';
 
+/**
+ * Benchmark ablation only (bench/ scenario 2, the CLI's hidden
+ * `--no-share-responses`, bench/README.md): response builders made after
+ * this call encode every client's response separately, to measure what
+ * encoding once per round saves. The relay itself never calls it.
+ */
+export function stopSharingResponses(): void {
+  sharingResponses = false;
+}
+let sharingResponses = true;
 
 /** Room left in every response for its type URL, nonce, version and field tags. */
 const ENVELOPE_BYTES = 1024;
@@ -238,10 +247,11 @@ export class DeltaResponses implements ResponseBuilder {
   constructor(
     private readonly nonces: NonceSource,
     private readonly metrics: RelayMetrics,
-    private readonly maxBytes: number = DEFAULTS.maxResponseBytes,
-    /** Off only for the encode-once ablation benchmark. */
-    private readonly share = true,
+    private readonly maxBytes: number,
   ) {}
+
+  /** Off only for the encode-once ablation benchmark (stopSharingResponses). */
+  private readonly share = sharingResponses;
 
   /** Lets go of the answers kept across rounds (the server is shutting down). */
   close(): void {
@@ -291,9 +301,11 @@ export class SotwResponses implements ResponseBuilder {
   constructor(
     private readonly nonces: NonceSource,
     private readonly metrics: RelayMetrics,
-    private readonly maxBytes: number = DEFAULTS.maxResponseBytes,
-    private readonly share = true,
+    private readonly maxBytes: number,
   ) {}
+
+  /** Off only for the encode-once ablation benchmark (stopSharingResponses). */
+  private readonly share = sharingResponses;
 
   build(state: SubscriptionState, p: Pending, fan: FanOut | undefined): OutgoingResponse[] {
     const world = state.world;

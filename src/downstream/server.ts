@@ -9,7 +9,6 @@ import { ClientStatusTally } from './status-tally';
 import { clientStatusJudge } from './status-view';
 import { DeltaStream } from './delta-stream';
 import { Drainer, type DrainResult } from './drain';
-import { DEFAULTS } from '../config';
 import { WarnLimiter } from '../log-limit';
 import { DeltaResponses, NonceSource, SotwResponses } from './responses';
 import { SotwStream } from './sotw-stream';
@@ -19,17 +18,15 @@ export interface DownstreamServerOptions {
   metrics: RelayMetrics;
   logger: Logger;
   /** No response to a client exceeds this many bytes (larger sets go in several). */
-  maxResponseBytes?: number;
+  maxResponseBytes: number;
   /** A larger request ends that stream with RESOURCE_EXHAUSTED. */
-  maxRequestBytes?: number;
+  maxRequestBytes: number;
   /** A client's identity (see AdsStreamOptions.identify). */
   identify?: AdsStreamOptions['identify'];
   /** Per-stream limits (see AdsStreamOptions.limits). */
   limits?: AdsStreamOptions['limits'];
   /** Extra grpc-js server options (e.g. max connection age). */
   serverOptions?: grpc.ServerOptions;
-  /** Share one encoding among clients that get identical responses (off only for benchmarks). */
-  shareResponses?: boolean;
   /** TLS / mTLS (security/downstream.ts); default plaintext. */
   credentials?: grpc.ServerCredentials;
   /** Repeated warnings (per stream, and stream endings relay-wide) are summarized at most this often (default 10 s). */
@@ -59,14 +56,13 @@ export class DownstreamServer {
       'grpc.keepalive_time_ms': 60_000,
       'grpc.keepalive_timeout_ms': 20_000,
       'grpc.keepalive_permit_without_calls': 1,
-      'grpc.max_receive_message_length': opts.maxRequestBytes ?? DEFAULTS.maxRequestBytes,
+      'grpc.max_receive_message_length': opts.maxRequestBytes,
       ...opts.serverOptions,
     });
     const nonces = new NonceSource();
-    const maxResponse = opts.maxResponseBytes ?? DEFAULTS.maxResponseBytes;
-    const share = opts.shareResponses ?? true;
-    const delta = (this.delta = new DeltaResponses(nonces, opts.metrics, maxResponse, share));
-    const sotw = new SotwResponses(nonces, opts.metrics, maxResponse, share);
+    const maxResponse = opts.maxResponseBytes;
+    const delta = (this.delta = new DeltaResponses(nonces, opts.metrics, maxResponse));
+    const sotw = new SotwResponses(nonces, opts.metrics, maxResponse);
     this.server.addService(adsServiceDefinition, {
       DeltaAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.accept(new DeltaStream(call, this.streamOptions(delta))),
       StreamAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.accept(new SotwStream(call, this.streamOptions(sotw))),

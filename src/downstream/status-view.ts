@@ -15,7 +15,7 @@ import { SEVERITY_RANK, severityOf, type ClientResourceStatus, type ConfigStatus
 import { TOLD_ABSENT } from './outgoing';
 import type { SubscriptionState } from './subscription-state';
 
-export interface StatusParts {
+export interface RelayStatusInputs {
   streams(): Iterable<AdsStream>;
   engine: SubscriptionEngine;
   upstreams(): Iterable<UpstreamPort>;
@@ -224,11 +224,11 @@ function upstreamResources(subs: readonly Subscription[], engine: SubscriptionEn
 }
 
 /** CSDS's view of the relay: each client stream (`stream/<id>/<protocol>`), then each upstream (`upstream/<authority>`). */
-export function relayStatusSource(parts: StatusParts): StatusSource {
-  const { engine } = parts;
+export function relayStatusSource(inputs: RelayStatusInputs): StatusSource {
+  const { engine } = inputs;
   return {
     *clients(): Iterable<StatusClient> {
-      for (const s of parts.streams()) {
+      for (const s of inputs.streams()) {
         yield {
           scope: `stream/${s.id}/${s.protocol}`,
           node: s.node,
@@ -248,9 +248,9 @@ export function relayStatusSource(parts: StatusParts): StatusSource {
         if (!list) byUpstream.set(sub.upstream, (list = []));
         list.push(sub);
       }
-      for (const u of parts.upstreams()) {
+      for (const u of inputs.upstreams()) {
         const subs = byUpstream.get(u) ?? [];
-        yield { scope: `upstream/${u.label}`, node: parts.relayNode, resources: (withContents) => upstreamResources(subs, engine, withContents) };
+        yield { scope: `upstream/${u.label}`, node: inputs.relayNode, resources: (withContents) => upstreamResources(subs, engine, withContents) };
       }
     },
   };

@@ -15,7 +15,7 @@
  */
 import type { ClientConfig, ClientStatusRequest } from '../proto/csds-messages';
 import type { Node } from '../proto/messages';
-import { valueFromJson } from '../typed-json/json-values';
+import { valueFromJson, valueToJson, type JsonObject } from '../typed-json/json-values';
 
 export const FLEET_REQUEST_KEY = 'xdstp-relay.fleet';
 export const RELAY_KEY = 'xdstp-relay.relay';
@@ -51,28 +51,9 @@ export interface FleetMemberInfo {
   upstreams?: Record<string, string>;
 }
 
-/** A decoded google.protobuf.Value back to plain JSON. */
-export function fromPbValue(v: unknown): unknown {
-  if (typeof v !== 'object' || v === null) return undefined;
-  const o = v as Record<string, unknown>;
-  if (o.stringValue !== undefined) return o.stringValue;
-  if (o.numberValue !== undefined) return o.numberValue;
-  if (o.boolValue !== undefined) return o.boolValue;
-  if (o.structValue !== undefined) return fromPbFields((o.structValue as { fields?: Record<string, unknown> }).fields);
-  if (o.listValue !== undefined) return ((o.listValue as { values?: unknown[] }).values ?? []).map(fromPbValue);
-  if (o.nullValue !== undefined) return null;
-  return undefined;
-}
-
-function fromPbFields(fields: Record<string, unknown> | undefined): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [k, x] of Object.entries(fields ?? {})) out[k] = fromPbValue(x);
-  return out;
-}
-
 function metadataValue(node: Node | undefined, key: string): unknown {
   const fields = node?.metadata?.fields;
-  return fields && Object.hasOwn(fields, key) ? fromPbValue(fields[key]) : undefined;
+  return fields && Object.hasOwn(fields, key) ? valueToJson(fields[key] as JsonObject) : undefined;
 }
 
 /** Whether the request asks for every relay's clients. */

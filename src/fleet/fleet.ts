@@ -4,7 +4,7 @@
  * fleet requests to, and the view behind GET /debug/fleet. Without --redis
  * the relay is a fleet of one.
  */
-import { DEFAULTS, type RelayConfig } from '../config';
+import type { RelayConfig } from '../config';
 import { buildClientStatusResponse, type CsdsServiceOptions } from '../downstream/csds';
 import type { StatusSource } from '../downstream/status-source';
 import type { MemberRecords } from '../cache/types';
@@ -16,7 +16,7 @@ import { isFleetRequest } from './convention';
 import { createFleetCsds, type FleetCsds } from './fleet-csds';
 import { advertisedAddress, FleetRegistry, fleetView, memberId, type MemberRecordsSource, type MemberState } from './registry';
 
-export interface RelayFleetParts {
+export interface RelayFleetDeps {
   config: RelayConfig;
   /** The shared tier; membership needs one that keeps member records (Redis). */
   shared: MemberRecordsSource | undefined;
@@ -39,9 +39,9 @@ export class RelayFleet {
   /** For createCsdsService: which requests are fleet requests, and their answer. */
   readonly csds: NonNullable<CsdsServiceOptions['fleet']>;
 
-  constructor(private readonly parts: RelayFleetParts) {
-    const { config, logger } = parts;
-    this.records = config.redis ? parts.shared?.memberRecords?.() : undefined;
+  constructor(private readonly deps: RelayFleetDeps) {
+    const { config, logger } = deps;
+    this.records = config.redis ? deps.shared?.memberRecords?.() : undefined;
     // Relay-to-relay calls present the relay's upstream client certificate when its own listener is TLS (the peers check it like any client's).
     let peerChannel: () => ChannelSetup = insecureChannel;
     if (config.security?.tls) {
@@ -49,10 +49,10 @@ export class RelayFleet {
       peerChannel = () => peerTls.channel();
     }
     this.fleetCsds = createFleetCsds({
-      local: (request) => buildClientStatusResponse(parts.statusSource, request),
+      local: (request) => buildClientStatusResponse(deps.statusSource, request),
       self: () => this.state(),
       selfId: () => this.id,
-      relayNode: parts.node,
+      relayNode: deps.node,
       members: this.records ? () => this.registry?.members() ?? Promise.resolve([]) : undefined,
       peerChannel,
       logger,
@@ -62,7 +62,7 @@ export class RelayFleet {
 
   /** What this relay says about itself. */
   state(): MemberState {
-    const { config, downstream, startedAt } = this.parts;
+    const { config, downstream, startedAt } = this.deps;
     return {
       address: this.address,
       nodeId: config.nodeId,
@@ -70,16 +70,17 @@ export class RelayFleet {
       startedAt,
       clients: downstream.streams.size,
       draining: downstream.draining,
-      upstreams: Object.fromEntries([...this.parts.upstreams()].map((u) => [u.label, u.status.state])),
+      upstreams: Object.fromEntries([...this.deps.upstreams()].map((u) => [u.label, u.status.state])),
     };
   }
 
   /** Once the listener is bound: the advertised address, and (with --redis) the heartbeat. */
   join(boundPort: number): void {
-    const { config, logger } = this.parts;
+    const { config, logger } = this.deps;
     this.address = advertisedAddress(config.advertise, config.listen, boundPort);
     this.id = memberId(this.address);
-    if (!this.records) return;
+    // Membership needs --redis (this.records is only set with it).
+    if (!this.records || !config.redis) return;
     if (this.address === null) {
       logger.warn({ listen: config.listen }, 'fleet: no address other relays can reach this one at (set --advertise or POD_IP); it is listed, but its clients are missing from fleet status');
     }
@@ -88,8 +89,7 @@ export class RelayFleet {
       // Its peers (configured alike) require a client certificate, and it has none to present.
       logger.warn('fleet: clients need certificates here (--tls-client-ca) but --upstream-tls-cert is not set: the other relays will refuse this one\'s fleet status calls');
     }
-    const ttlMs = config.redis?.fleetHeartbeatTtlMs ?? DEFAULTS.fleetHeartbeatTtlMs;
-    this.registry = new FleetRegistry({ records: this.records, id: this.id, ttlMs, state: () => this.state(), logger: logger.child({ component: 'fleet' }) });
+    this.registry = new FleetRegistry({ records: this.records, id: this.id, ttlMs: config.redis.fleetHeartbeatTtlMs, state: () => this.state(), logger: logger.child({ component: 'fleet' }) });
     this.registry.start();
   }
 

@@ -210,7 +210,8 @@ function own(o: JsonObject, k: string): boolean {
   return Object.prototype.hasOwnProperty.call(o, k) && o[k] !== undefined && o[k] !== null;
 }
 
-function valueToJson(v: JsonObject | undefined): unknown {
+/** A decoded google.protobuf.Value back to plain JSON (a Value with no kind set is null). */
+export function valueToJson(v: JsonObject | undefined): unknown {
   if (!v) return null;
   if (own(v, 'structValue')) return structToJson('.google.protobuf.Struct', v.structValue as JsonObject);
   if (own(v, 'listValue')) return structToJson('.google.protobuf.ListValue', v.listValue as JsonObject);

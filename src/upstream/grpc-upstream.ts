@@ -8,7 +8,6 @@ import { Backoff } from './backoff';
 import { awaitReady, openClient } from './grpc-connect';
 import { PoisonBisect, type NamePair } from './poison-bisect';
 import { RejectedNames } from './rejected-names';
-import { DEFAULTS } from '../config';
 import { splitSubscriptionChange, type SubscriptionChange } from './request-split';
 import { checkDeltaResponse } from './response-check';
 import { ServerHistory } from './server-history';
@@ -47,8 +46,8 @@ export interface GrpcUpstreamOptions {
   batchMs?: number;
   connectTimeoutMs?: number;
   backoff?: Backoff;
-  /** Largest DeltaDiscoveryRequest sent (default 4 MiB, gRPC's default receive limit); larger changes are split. */
-  maxRequestBytes?: number;
+  /** Largest DeltaDiscoveryRequest sent (the relay's --max-response-bytes); larger changes are split. */
+  maxRequestBytes: number;
   /**
    * How long a stream must stay up after a subscription request for the
    * request to count as accepted (default 1000 ms). A stream that ends sooner
@@ -108,7 +107,7 @@ export class GrpcUpstream implements UpstreamPort {
     this.backoff = opts.backoff ?? new Backoff();
     this.batchMs = opts.batchMs ?? 100;
     this.connectTimeoutMs = opts.connectTimeoutMs ?? 2000;
-    this.maxRequestBytes = opts.maxRequestBytes ?? DEFAULTS.maxResponseBytes;
+    this.maxRequestBytes = opts.maxRequestBytes;
     this.rejectedRetryMs = opts.rejectedRetryMs ?? 5 * 60_000;
     this.bisect = new PoisonBisect({
       settleMs: opts.settleMs ?? 1000,

@@ -3,7 +3,7 @@
  * Prometheus text-format reader, and `withAdminRelay`, which starts origins
  * and an in-process relay with its admin server (and any config override).
  */
-import type { RelayConfig } from '../../src/config';
+import type { RelayConfigInput } from '../../src/config';
 import type { Logger } from '../../src/log';
 import { startRelay, type RelayOptions, type RunningRelay } from '../../src/relay';
 import { DeltaClient, type DeltaClientOptions } from './delta-client';
@@ -91,7 +91,7 @@ export async function pollUntil<T>(
 
 export interface AdminRelayOptions {
   authorities?: string[];
-  config?: Partial<RelayConfig>;
+  config?: Partial<RelayConfigInput>;
   options?: RelayOptions;
 }
 
@@ -115,7 +115,7 @@ export async function withAdminRelay(opts: AdminRelayOptions, body: (env: AdminR
   let relay: RunningRelay | undefined;
   try {
     for (const name of opts.authorities ?? ['a']) origins[name] = await TestOrigin.start({ label: `origin-${name}` });
-    const config: RelayConfig = {
+    const config: RelayConfigInput = {
       listen: '127.0.0.1:0',
       admin: '127.0.0.1:0',
       authorities: Object.entries(origins).map(([name, o]) => ({ name, uris: [o.uri] })),

@@ -83,8 +83,10 @@ export function setup(opts: { defaultUpstream?: boolean } = {}) {
     unsubscribeGraceMs: 0,
   });
   const nonces = new NonceSource();
-  const delta = new DeltaResponses(nonces, metrics);
-  const sotw = new SotwResponses(nonces, metrics);
+  // The relay's default --max-response-bytes (gRPC's receive limit).
+  const maxResponseBytes = 4 * 1024 * 1024;
+  const delta = new DeltaResponses(nonces, metrics, maxResponseBytes);
+  const sotw = new SotwResponses(nonces, metrics, maxResponseBytes);
   const client = (typeUrl = LISTENER, protocol: 'delta' | 'sotw' = 'delta') => {
     const stream = new FakeStream();
     const state = new SubscriptionState(typeUrl, stream, engine, protocol === 'delta' ? delta : sotw);

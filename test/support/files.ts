@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import pino from 'pino';
-import type { RelayConfig } from '../../src/config';
+import type { RelayConfigInput } from '../../src/config';
 import { startRelay, type RunningRelay } from '../../src/relay';
 import { DeltaClient, type DeltaClientOptions } from './delta-client';
 import { waitUntil, withTimeout } from './wait';
@@ -96,7 +96,7 @@ export async function withFileRelay(
 ): Promise<void> {
   const log = new CapturedLog();
   const clients: DeltaClient[] = [];
-  const config: RelayConfig = {
+  const config: RelayConfigInput = {
     listen: '127.0.0.1:0',
     admin: null,
     authorities: Object.entries(authorities).map(([name, dir]) => ({ name, uris: [`file://${dir}`] })),

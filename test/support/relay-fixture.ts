@@ -3,7 +3,7 @@
  * environment, and always tear everything down (clients, relay, origins), even
  * when the test fails or a part hangs on stop.
  */
-import type { RelayConfig } from '../../src/config';
+import type { RelayConfigInput } from '../../src/config';
 import { DeltaClient, type DeltaClientOptions } from './delta-client';
 import { TestOrigin } from './origin';
 import { withTimeout } from './wait';
@@ -17,7 +17,7 @@ export interface RunningRelay {
   stop(): Promise<void>;
 }
 
-type StartRelay = (config: RelayConfig, options?: { logger?: unknown }) => Promise<RunningRelay>;
+type StartRelay = (config: RelayConfigInput, options?: { logger?: unknown }) => Promise<RunningRelay>;
 
 function loadStartRelay(): StartRelay {
   // Loaded lazily so the support code stays usable while src/relay.ts is absent.
@@ -47,7 +47,7 @@ export interface RelayEnvOptions {
   unsubscribeGraceMs?: number;
   admin?: boolean;
   /** Any other relay settings (e.g. size limits). */
-  config?: Partial<RelayConfig>;
+  config?: Partial<RelayConfigInput>;
   /** The relay's logger (a pino logger; default: silent, or RELAY_TEST_LOGS). */
   logger?: unknown;
 }
@@ -59,7 +59,7 @@ export interface RelayEnv {
   origins: Record<string, TestOrigin>;
   defaultOrigin: TestOrigin | null;
   relay: RunningRelay;
-  config: RelayConfig;
+  config: RelayConfigInput;
   /** `127.0.0.1:PORT` of the relay's delta-ADS listener. */
   address: string;
   /** A new DeltaClient connected to the relay (closed at cleanup). */
@@ -79,7 +79,7 @@ export async function withRelay(
       origins[name] = await TestOrigin.start({ label: `origin-${name}` });
     }
     if (opts.defaultUpstream) defaultOrigin = await TestOrigin.start({ label: 'origin-default' });
-    const config: RelayConfig = {
+    const config: RelayConfigInput = {
       listen: '127.0.0.1:0',
       admin: opts.admin ? '127.0.0.1:0' : null,
       authorities: Object.entries(origins).map(([name, o]) => ({ name, uris: [o.uri] })),

@@ -5,7 +5,7 @@
  */
 import { EventEmitter } from 'node:events';
 import pino from 'pino';
-import type { AuthoritySpec, RelayConfig } from '../../src/config';
+import type { AuthoritySpec, RelayConfigInput } from '../../src/config';
 import { startRelay, type RunningRelay } from '../../src/relay';
 import { checkSecurity, type SecurityRawOptions, type SecuritySettings } from '../../src/security/config';
 import type { Limits } from '../../src/security/limits';
@@ -50,7 +50,7 @@ export function capturedLogs(): CapturedLogs {
 export interface SecureRelayEnv {
   origin: TestOrigin;
   relay: RunningRelay;
-  config: RelayConfig;
+  config: RelayConfigInput;
   logs: CapturedLogs;
   address: string;
   client(opts?: DeltaClientOptions): DeltaClient;
@@ -79,7 +79,7 @@ export async function withSecureRelay(opts: SecureRelayOptions, body: (env: Secu
     const authorities: AuthoritySpec[] = [{ name: 'a', uris: [origin.uri], ...opts.authority }, ...(opts.extraAuthorities ?? [])];
     const security = securitySettings(opts.security ?? {}, authorities);
     Object.assign(security.limits, opts.limits);
-    const config: RelayConfig = {
+    const config: RelayConfigInput = {
       listen: '127.0.0.1:0',
       admin: typeof opts.admin === 'string' ? opts.admin : opts.admin ? '127.0.0.1:0' : null,
       authorities,

@@ -5,7 +5,7 @@
  * of the control-plane and relay steps.
  */
 import { startRelay, type RunningRelay } from '../../../src/relay';
-import type { RelayConfig } from '../../../src/config';
+import type { RelayConfigInput } from '../../../src/config';
 import { TestOrigin } from '../../support/origin';
 import { RedisServer } from '../../support/redis-server';
 import { sleep, withTimeout } from '../../support/wait';
@@ -26,7 +26,7 @@ export class World {
   /** Control-plane servers per authority, in the relay's failover order. */
   readonly servers = new Map<string, TestOrigin[]>();
   readonly relays: RunningRelay[] = [];
-  private readonly configs: RelayConfig[] = [];
+  private readonly configs: RelayConfigInput[] = [];
   redis: RedisServer | null = null;
 
   private constructor(readonly opts: WorldOptions) {}
@@ -53,7 +53,7 @@ export class World {
     if (this.opts.redis) this.redis = await RedisServer.start();
     const relays = this.opts.redis ? 2 : 1;
     for (let i = 0; i < relays; i++) {
-      const config: RelayConfig = {
+      const config: RelayConfigInput = {
         listen: '127.0.0.1:0',
         admin: null,
         authorities: AUTHORITIES.map((a) => ({ name: a, uris: this.servers.get(a)!.map((s) => s.uri) })),
