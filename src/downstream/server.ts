@@ -63,9 +63,12 @@ export class DownstreamServer {
     const maxResponse = opts.maxResponseBytes;
     const delta = (this.delta = new DeltaResponses(nonces, opts.metrics, maxResponse));
     const sotw = new SotwResponses(nonces, opts.metrics, maxResponse);
+    // One options object per protocol, shared by all its streams (tens of thousands of them).
+    const deltaOptions = this.streamOptions(delta);
+    const sotwOptions = this.streamOptions(sotw);
     this.server.addService(adsServiceDefinition, {
-      DeltaAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.accept(new DeltaStream(call, this.streamOptions(delta))),
-      StreamAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.accept(new SotwStream(call, this.streamOptions(sotw))),
+      DeltaAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.accept(new DeltaStream(call, deltaOptions)),
+      StreamAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => this.accept(new SotwStream(call, sotwOptions)),
     });
   }
 
