@@ -8,7 +8,7 @@
  *               fleet/ (a relay's membership in the fleet and fleet-wide CSDS: wiring
  *               between the client streams' status and the shared tier)
  *   downstream  client streams, responses, per-client state, status views
- *   hub         the engine: one subscription per canonical key, routing, fan-out
+ *   engine      the engine: one subscription per canonical key, routing, fan-out
  *   upstream, cache   side by side; neither imports the other
  *   proto, xdstp, typed-json   wire codecs, resource names, proto3 JSON of Envoy's types
  *   base        address.ts, upstream-uri.ts, log.ts, log-limit.ts, version.ts
@@ -27,8 +27,8 @@
 /** Paths under src/, as regular expressions. */
 const TOP = '^src/(relay|cli|config|validate|status|examples)[.]ts$|^src/(tools|fleet)/';
 const DOWNSTREAM = '^src/downstream/';
-const HUB = '^src/hub/';
-const FLOW = '^src/(downstream|hub|upstream|cache)/';
+const ENGINE = '^src/engine/';
+const FLOW = '^src/(downstream|engine|upstream|cache)/';
 const LEAF = '^src/(admin/|security/|(process-)?metrics[.]ts$)';
 const ADMIN = '^src/admin/';
 const CODECS = '^src/(proto|xdstp|typed-json)/';
@@ -65,18 +65,18 @@ module.exports = {
       to: { path: DOWNSTREAM },
     },
     {
-      name: 'hub-does-not-import-downstream',
+      name: 'engine-does-not-import-downstream',
       severity: 'error',
-      comment: 'The engine knows watchers only through the port in hub/.',
-      from: { path: HUB },
+      comment: 'The engine knows watchers only through the port in engine/.',
+      from: { path: ENGINE },
       to: { path: DOWNSTREAM },
     },
     {
-      name: 'upstream-and-cache-are-below-the-hub',
+      name: 'upstream-and-cache-are-below-the-engine',
       severity: 'error',
-      comment: 'upstream/ and cache/ import neither hub/ nor downstream/ nor each other.',
+      comment: 'upstream/ and cache/ import neither engine/ nor downstream/ nor each other.',
       from: { path: '^src/(upstream|cache)/' },
-      to: { path: '^src/(hub|downstream)/' },
+      to: { path: '^src/(engine|downstream)/' },
     },
     {
       name: 'upstream-and-cache-are-siblings',

@@ -15,8 +15,8 @@ import type { DrainResult } from './downstream/drain';
 import { TOLD_ABSENT } from './downstream/outgoing';
 import { DownstreamServer } from './downstream/server';
 import { relayStatusSource } from './downstream/status-view';
-import { SubscriptionEngine } from './hub/engine';
-import { Router } from './hub/routing';
+import { SubscriptionEngine } from './engine/engine';
+import { Router } from './engine/routing';
 import type { UpstreamPort, UpstreamSink, UpstreamStatus } from './upstream/types';
 import { createLogger, type Logger } from './log';
 import { RelayMetrics } from './metrics';
@@ -150,7 +150,7 @@ class Teardown {
   }
 }
 
-/** Starts a relay: downstream server, upstreams, hub, cache and admin HTTP. */
+/** Starts a relay: downstream server, upstreams, engine, cache and admin HTTP. */
 export async function startRelay(input: RelayConfigInput, options: RelayOptions = {}): Promise<RunningRelay> {
   const config = resolveConfig(input);
   const startedAt = Date.now();
@@ -173,7 +173,7 @@ async function wireRelay(
   { startedAt, logger, metrics, teardown }: { startedAt: number; logger: Logger; metrics: RelayMetrics; teardown: Teardown },
 ): Promise<RunningRelay> {
   // Files first (certificates, policy): a bad one stops the start before anything connects.
-  // --policy: the join check (the hub consults it per subscription); reloaded on change.
+  // --policy: the join check (the engine consults it per subscription); reloaded on change.
   const policyFile = config.security?.policyFile;
   const policy = policyFile
     ? new PolicyStore(policyFile, { logger, onReload: (result) => metrics.security.reloads.inc({ file: 'policy', result }) })
@@ -263,7 +263,7 @@ async function wireRelay(
     logger,
     cache,
     shared,
-    hub: engine,
+    engine,
     downstream,
     upstreams,
     drainPeriodMs: config.drainPeriodMs,

@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FanOut } from '../src/hub/fan-out';
+import { FanOut } from '../src/engine/fan-out';
 import { CLUSTER, LISTENER } from './support/names';
 import { L, setup } from './support/engine-harness';
 

@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FLUSH_BUDGET_MS, FanOut, type FanOutTarget } from '../src/hub/fan-out';
+import { FLUSH_BUDGET_MS, FanOut, type FanOutTarget } from '../src/engine/fan-out';
 
 function busy(ms: number): void {
   const until = performance.now() + ms;

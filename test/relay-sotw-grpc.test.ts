@@ -16,7 +16,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import Redis from 'ioredis';
-import { legacyKey } from '../src/hub/routing';
+import { legacyKey } from '../src/engine/routing';
 import { spawnCli, type SpawnedCli } from './support/cli';
 import { DeltaClient } from './support/delta-client';
 import { EchoBackend } from './support/echo-backend';

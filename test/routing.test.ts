@@ -1,7 +1,7 @@
 /** The router alone: which key a name subscribes to, and which names it refuses. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Router, isRejection } from '../src/hub/routing';
+import { Router, isRejection } from '../src/engine/routing';
 import { CLUSTER, LISTENER } from './support/names';
 import { L } from './support/engine-harness';
 

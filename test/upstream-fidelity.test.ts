@@ -124,7 +124,7 @@ test('a NOT_FOUND resource error from the control plane reaches the client as a 
   });
 });
 
-/** A sink that keeps what the upstream hands over (the relay's hub is tested through clients elsewhere). */
+/** A sink that keeps what the upstream hands over (the relay's engine is tested through clients elsewhere). */
 class RecordingSink implements UpstreamSink {
   readonly updates: UpstreamUpdate[] = [];
   readonly rejected: Array<{ typeUrl: string; names: string[] }> = [];

@@ -1,16 +1,16 @@
 /**
  * The engine's pure pieces alone: how one watcher's spellings of a key are
- * added and taken away (hub/subscription.ts), the shared updates watchers are
- * told and the member check (hub/watch-updates.ts).
+ * added and taken away (engine/subscription.ts), the shared updates watchers are
+ * told and the member check (engine/watch-updates.ts).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CacheEntry } from '../src/cache/memory-cache';
 import { splitResource } from '../src/proto/resource-bytes';
 import { resourceCodec } from '../src/proto/messages';
-import { addSpelling, removeSpelling, Subscription, type Watcher } from '../src/hub/subscription';
-import { ABSENT, ABSENT_KEEP_HELD, allowsMember, changed } from '../src/hub/watch-updates';
-import type { JoinAuthorizer } from '../src/hub/types';
+import { addSpelling, removeSpelling, Subscription, type Watcher } from '../src/engine/subscription';
+import { ABSENT, ABSENT_KEEP_HELD, allowsMember, changed } from '../src/engine/watch-updates';
+import type { JoinAuthorizer } from '../src/engine/types';
 import type { UpstreamPort } from '../src/upstream/types';
 import { makeResource } from './support/origin';
 import { LISTENER } from './support/names';

@@ -1,6 +1,6 @@
 /**
  * What the admin views read of the relay's running parts, declared here so
- * admin/ imports nothing of downstream/, hub/, upstream/ or cache/: the top
+ * admin/ imports nothing of downstream/, engine/, upstream/ or cache/: the top
  * (src/relay.ts) hands in its own objects, which have these shapes among
  * others. Each interface names only what admin reads.
  */
@@ -16,7 +16,7 @@ export interface TypeStateView {
   readonly nacks: number;
 }
 
-/** Of one upstream subscription (hub/subscription.ts). */
+/** Of one upstream subscription (engine/subscription.ts). */
 export interface SubscriptionView {
   readonly key: string;
   readonly kind: string;

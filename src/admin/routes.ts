@@ -29,7 +29,7 @@ export interface AdminSources {
   readonly logger: Logger;
   readonly cache: CacheView;
   readonly shared?: SharedTierView;
-  readonly hub: { subscriptions(): Iterable<SubscriptionView>; readonly clientSubscriptionCount: number };
+  readonly engine: { subscriptions(): Iterable<SubscriptionView>; readonly clientSubscriptionCount: number };
   readonly downstream: {
     readonly streams: ReadonlySet<ClientStreamInfo>;
     readonly draining: boolean;
@@ -97,7 +97,7 @@ export function refreshRelayGauges(sources: AdminSources): void {
     if (!UPSTREAM_STATES.includes(state) && UPSTREAM_STATES.length < 16) UPSTREAM_STATES.push(state);
     for (const s of UPSTREAM_STATES) metrics.upstreamState.set({ authority: u.label, state: s }, s === state ? 1 : 0);
   }
-  metrics.dedupRatio.set(upstreamSubs === 0 ? 1 : sources.hub.clientSubscriptionCount / upstreamSubs);
+  metrics.dedupRatio.set(upstreamSubs === 0 ? 1 : sources.engine.clientSubscriptionCount / upstreamSubs);
   metrics.cacheResources.set(sources.cache.size);
   metrics.cacheBytes.set(sources.cache.bytes);
   metrics.draining.set(sources.downstream.draining ? 1 : 0);
@@ -200,10 +200,10 @@ export function registerAdminRoutes(admin: AdminServer, sources: AdminSources): 
     .route('GET /debug/subscriptions', (_req, url) => ({
       status: 200,
       body: subscriptionsView(
-        sources.hub.subscriptions(),
+        sources.engine.subscriptions(),
         sources.cache,
         sources.upstreams.values(),
-        { clientSubscriptions: sources.hub.clientSubscriptionCount },
+        { clientSubscriptions: sources.engine.clientSubscriptionCount },
         { prefix: url.searchParams.get('prefix') ?? undefined, limit: limitParam(url) },
       ),
     }))

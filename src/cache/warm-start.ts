@@ -22,7 +22,7 @@
  *
  * Warm entries that no subscription claims are kept fresh by nobody. Once every
  * upstream has been connected, they are dropped from memory (they stay in
- * Redis; a later miss reads them through). Until then the hub treats such data
+ * Redis; a later miss reads them through). Until then the engine treats such data
  * with care (see SubscriptionEngine.keepsHeld and ResourceStore.evictUnclaimed).
  */
 import type { SharedStore, StoredResource } from './types';

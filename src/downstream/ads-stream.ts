@@ -1,7 +1,7 @@
 import type { ClientStatusTally } from './status-tally';
 import * as grpc from '@grpc/grpc-js';
-import type { SubscriptionEngine } from '../hub/engine';
-import { FanOut } from '../hub/fan-out';
+import type { SubscriptionEngine } from '../engine/engine';
+import { FanOut } from '../engine/fan-out';
 import type { Logger } from '../log';
 import { WarnLimiter } from '../log-limit';
 import type { RelayMetrics } from '../metrics';

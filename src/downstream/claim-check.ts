@@ -1,7 +1,7 @@
 import type { CacheEntry } from '../cache/memory-cache';
-import type { FanOut } from '../hub/fan-out';
-import type { Spellings, Subscription, WatchUpdate, Watcher } from '../hub/subscription';
-import type { SubscriptionPort } from '../hub/types';
+import type { FanOut } from '../engine/fan-out';
+import type { Spellings, Subscription, WatchUpdate, Watcher } from '../engine/subscription';
+import type { SubscriptionPort } from '../engine/types';
 
 /** What a claim check reports: the member's current content, or undefined when it does not exist. */
 export type ClaimAnswer = (name: string, entry: CacheEntry | undefined, fan: FanOut) => void;

@@ -1,5 +1,5 @@
 import type { Variant } from '../cache/memory-cache';
-import type { FanOut, FanOutTarget } from '../hub/fan-out';
+import type { FanOut, FanOutTarget } from '../engine/fan-out';
 import type { ResourceErrorInfo } from '../proto/resource-error';
 import type { AckLedger } from './ack-ledger';
 import type { FirstAnswerWait } from './first-answer-wait';

@@ -1,4 +1,4 @@
-import type { Subscription } from '../hub/subscription';
+import type { Subscription } from '../engine/subscription';
 
 /**
  * How long a state of the world waits for the upstream to answer what the

@@ -1,4 +1,4 @@
-import type { SubscriptionPort } from '../hub/types';
+import type { SubscriptionPort } from '../engine/types';
 
 /**
  * The collections (globs, the wildcard) one client subscribes for one type

@@ -1,7 +1,7 @@
 import type { CacheEntry } from '../cache/memory-cache';
-import type { FanOut } from '../hub/fan-out';
-import type { Subscription } from '../hub/subscription';
-import type { SubscriptionPort } from '../hub/types';
+import type { FanOut } from '../engine/fan-out';
+import type { Subscription } from '../engine/subscription';
+import type { SubscriptionPort } from '../engine/types';
 import { ClaimCheck, type ClaimAnswer } from './claim-check';
 
 /**

@@ -1,5 +1,5 @@
 import type { Variant } from '../cache/memory-cache';
-import type { FanOut } from '../hub/fan-out';
+import type { FanOut } from '../engine/fan-out';
 import type { RelayMetrics } from '../metrics';
 import { encodeDeltaResponse } from '../proto/delta-response';
 import { encodeResourceError, type ResourceErrorInfo } from '../proto/resource-error';

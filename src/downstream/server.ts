@@ -1,5 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import type { SubscriptionEngine } from '../hub/engine';
+import type { SubscriptionEngine } from '../engine/engine';
 import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
 import { adsServiceDefinition } from '../proto/ads-service';

@@ -1,4 +1,4 @@
-import { FanOut } from '../hub/fan-out';
+import { FanOut } from '../engine/fan-out';
 import { decodeSotwRequest } from '../proto/requests';
 import { AdsStream } from './ads-stream';
 import type { Protocol } from './protocol-rules';

@@ -4,9 +4,9 @@
  * upstream authority (what it subscribed and holds). Read-only.
  */
 import type { CacheEntry } from '../cache/memory-cache';
-import type { SubscriptionEngine } from '../hub/engine';
-import { legacyKey } from '../hub/routing';
-import type { Subscription } from '../hub/subscription';
+import type { SubscriptionEngine } from '../engine/engine';
+import { legacyKey } from '../engine/routing';
+import type { Subscription } from '../engine/subscription';
 import type { Node } from '../proto/messages';
 import { isXdstpName } from '../xdstp';
 import type { UpstreamPort } from '../upstream/types';

@@ -1,9 +1,9 @@
 import type { CacheEntry, Variant } from '../cache/memory-cache';
-import type { FanOut, FanOutTarget } from '../hub/fan-out';
+import type { FanOut, FanOutTarget } from '../engine/fan-out';
 import { WILDCARD } from '../proto/xds-names';
-import type { Subscription } from '../hub/subscription';
-import { forEachSpelling, type Spellings, type WatchUpdate, type Watcher } from '../hub/subscription';
-import type { SubscriptionPort } from '../hub/types';
+import type { Subscription } from '../engine/subscription';
+import { forEachSpelling, type Spellings, type WatchUpdate, type Watcher } from '../engine/subscription';
+import type { SubscriptionPort } from '../engine/types';
 import type { ResourceErrorInfo } from '../proto/resource-error';
 import { AckLedger, type ClientView } from './ack-ledger';
 import { TOLD_ABSENT, type OutgoingResponse, type Pending } from './outgoing';

@@ -36,7 +36,7 @@ import { formatName, globKeyOf, isXdstpName, parseUrn, typeUrlOf, XdstpNameError
 
 const RESOURCE_KEYS = new Set(['name', 'version', 'ttl', 'resource']);
 
-/** One resource as loaded from a file, ready to hand to the hub. */
+/** One resource as loaded from a file, ready to hand to the engine. */
 export interface FileResource {
   /** Canonical xdstp URN, or the legacy name. */
   key: string;

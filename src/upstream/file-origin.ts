@@ -6,7 +6,7 @@
  * The files and their format: file-format.ts; the directory, its watching
  * and the last good content of every file: file-directory.ts.
  *
- * BEHAVIOUR. Like an upstream server, it hands the hub only what is subscribed
+ * BEHAVIOUR. Like an upstream server, it hands the engine only what is subscribed
  * (singletons by canonical name, globs by membership, legacy names and `*` for
  * the default upstream), answers does-not-exist with the name in `removed`
  * (an empty glob with the glob URL), and after a change sends only the
@@ -44,7 +44,7 @@ type OriginState = 'idle' | 'ready' | 'closed';
 const MIN_HEARTBEAT_MS = 100;
 
 /**
- * Serves one directory as an upstream. The hub drives it exactly like a
+ * Serves one directory as an upstream. The engine drives it exactly like a
  * GrpcUpstream (subscribe / unsubscribe / refetch); it answers through the
  * same sink, with encoded `Resource`s.
  */
@@ -55,11 +55,11 @@ export class FileOrigin implements UpstreamPort {
   private readonly dir: string;
   private readonly pollMs: number;
   private readonly directory: ResourceDirectory;
-  /** What the hub subscribed: type URL → names as it sent them. */
+  /** What the engine subscribed: type URL → names as it sent them. */
   private readonly desired = new Map<string, Set<string>>();
-  /** What the hub was told: type URL → key → version. */
+  /** What the engine was told: type URL → key → version. */
   private readonly sent = new Map<string, Map<string, string>>();
-  /** Subscribed names the hub was told do not exist (or are empty globs). */
+  /** Subscribed names the engine was told do not exist (or are empty globs). */
   private readonly toldAbsent = new Map<string, Set<string>>();
   private readonly dirtyTypes = new Set<string>();
   private flushTimer: NodeJS.Timeout | undefined;
@@ -212,7 +212,7 @@ export class FileOrigin implements UpstreamPort {
     this.scheduleHeartbeats();
   }
 
-  /** Tells the hub the difference between what it holds and what the files say, for one type. */
+  /** Tells the engine the difference between what it holds and what the files say, for one type. */
   private flushType(typeUrl: string): void {
     const names = this.desired.get(typeUrl) ?? new Set<string>();
     let sent = this.sent.get(typeUrl);

@@ -187,7 +187,7 @@ export class GrpcUpstream implements UpstreamPort {
 
   // --- rejected (poison) names ---------------------------------------------
 
-  /** Answered on a later turn: the hub is in the middle of its own subscribe call. */
+  /** Answered on a later turn: the engine is in the middle of its own subscribe call. */
   private reportRejectedLater(typeUrl: string, name: string): void {
     this.rejected.owe(typeUrl, name);
     this.rejectionTimer ??= setImmediate(() => {

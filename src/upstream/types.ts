@@ -85,7 +85,7 @@ export interface UpstreamSink {
   /**
    * Names the control plane cannot take (poison): subscribing them ends the
    * stream. The upstream has already dropped them from its subscription set;
-   * the hub answers their clients as removed.
+   * the engine answers their clients as removed.
    */
   onRejectedNames(upstream: UpstreamPort, typeUrl: string, names: string[]): void;
   /**

@@ -59,7 +59,7 @@ export async function runChurn(ctx: SoakContext): Promise<void> {
   ctx.defer(() => origin.stop());
   origin.put(Array.from({ length: GLOB_MEMBERS }, (_, j) => fanMember('G', j)), 'v1');
   origin.put(Array.from({ length: POOL }, (_, i) => poolName(i)), 'v1');
-  // Grace 0: the upstream subscriptions go with the last stream, so "everything closed" means an empty hub.
+  // Grace 0: the upstream subscriptions go with the last stream, so "everything closed" means an empty engine.
   const relay = await startRelay({
     originPort: origin.port,
     nodeArgs: ['--expose-gc'],

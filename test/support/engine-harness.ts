@@ -7,9 +7,9 @@
  */
 import { MemoryCache } from '../../src/cache/memory-cache';
 import { ResourceStore } from '../../src/cache/resource-store';
-import { SubscriptionEngine } from '../../src/hub/engine';
-import { FanOut } from '../../src/hub/fan-out';
-import { Router } from '../../src/hub/routing';
+import { SubscriptionEngine } from '../../src/engine/engine';
+import { FanOut } from '../../src/engine/fan-out';
+import { Router } from '../../src/engine/routing';
 import { checkContent } from '../../src/upstream/response-check';
 import type { UpstreamPort } from '../../src/upstream/types';
 import { createLogger } from '../../src/log';
