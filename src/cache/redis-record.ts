@@ -19,8 +19,8 @@
  *   rest            the encoded envoy `Resource`, untouched
  *
  * Why a STRING and not a HASH of fields: one record is then one `SET`/`MGET`
- * operand, so a batch of writes is a single `MSET` and a warm start is `SCAN` +
- * `MGET`. A hash with a 1 KB field is stored as a real hash table, and `HSET`
+ * operand, so a batch of writes is a single `MSET` and a warm start is an
+ * `MGET` per page of keys. A hash with a 1 KB field is stored as a real hash table, and `HSET`
  * of such records runs at about a fifth of `SET` on the same server
  * (redis-benchmark, 1 KB values), which caps the tier far below Redis speed.
  */
