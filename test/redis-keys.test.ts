@@ -1,7 +1,7 @@
 /** Key layout and connection-string parsing of the Redis store (no Redis needed). */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RedisKeyLayout, hashTag, isGlobKey, membersEntry, parentGlobOf, parseEntry, recordEntry, tagOf, validatePrefix } from '../src/cache/redis-keys';
+import { RedisKeyLayout, hashTag, isDirectMember, isGlobKey, membersEntry, parentGlobOf, parseEntry, recordEntry, tagOf, validatePrefix } from '../src/cache/redis-keys';
 import { SLOTS, crc16, slotOfTag, tagOfSlot } from '../src/cache/redis-slots';
 import { parseRedisSpec } from '../src/cache/redis-spec';
 
@@ -103,4 +103,23 @@ test('index entries name the Redis key they stand for and parse back; the shard 
   assert.equal(keys.indexShardOfTag(tag), `p:i:{${tagOfSlot(slotOfTag(tag))}}`);
   assert.equal(keys.indexSlots, 'p:i:slots');
   assert.equal(keys.indexComplete, 'p:i:complete');
+});
+
+test('a direct member is recognised without building its parent glob, exactly as parentGlobOf decides', () => {
+  const globs = ['xdstp://a/T/svc/*?p=1&q=2', 'xdstp://a/T/*', 'xdstp://a/T/{x}/*?n={}', 'xdstp://a/T/x/*?k=a/b', 'xdstp://a/*', 'legacy:T:*'];
+  const keys = [
+    'xdstp://a/T/svc/x?p=1&q=2',
+    'xdstp://a/T/svc/x',
+    'xdstp://a/T/svc/y/z?p=1&q=2',
+    'xdstp://a/T/svc/?p=1&q=2',
+    'xdstp://a/T/x',
+    'xdstp://a/T',
+    'xdstp://a/T/a%2Fb',
+    'xdstp://a/T/{x}/m1?n={}',
+    'xdstp://a/T/{x}/m?1?n={}',
+    'xdstp://a/T/x/y?k=a/b',
+    'xdstp://a/x',
+    'legacy:T:n',
+  ];
+  for (const glob of globs) for (const key of keys) assert.equal(isDirectMember(key, glob), parentGlobOf(key) === glob, `${key} in ${glob}`);
 });

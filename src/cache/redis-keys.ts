@@ -62,6 +62,7 @@
  */
 import { createHash } from 'node:crypto';
 import { slotOfTag, tagOfSlot } from './redis-slots';
+import { writeAscii, type RespCommand } from './resp';
 
 export const DEFAULT_PREFIX = 'xdstp-relay:';
 export const TAG_LENGTH = 16;
@@ -95,6 +96,32 @@ export function parentGlobOf(key: string): string | undefined {
 /** True for a glob collection key (`xdstp://A/T/…/*?ctx`). */
 export function isGlobKey(key: string): boolean {
   return parentGlobOf(key) === key;
+}
+
+/** The last glob isDirectMember was asked about, split: members come in runs of one glob. */
+let memberOf = { glob: '', head: '', query: '', valid: false };
+
+/**
+ * True when `glob` is the parent glob of `key` (`parentGlobOf(key) === glob`),
+ * without building the parent: a member is the glob's path without its `*`,
+ * then an id holding no `/` and no `?`, then the glob's query.
+ */
+export function isDirectMember(key: string, glob: string): boolean {
+  if (memberOf.glob !== glob) {
+    const q = glob.indexOf('?');
+    const pathEnd = q < 0 ? glob.length : q;
+    memberOf = { glob, head: glob.slice(0, pathEnd - 1), query: glob.slice(pathEnd), valid: isGlobKey(glob) };
+  }
+  const { head, query, valid } = memberOf;
+  const idEnd = key.length - query.length;
+  if (valid && idEnd > head.length && key.startsWith(head) && key.endsWith(query)) {
+    for (let i = head.length; i < idEnd; i++) {
+      const c = key.charCodeAt(i);
+      if (c === 0x2f || c === 0x3f) return parentGlobOf(key) === glob; // '/' or '?': the slow, exact way
+    }
+    return true;
+  }
+  return parentGlobOf(key) === glob;
 }
 
 /** The string whose hash is the cluster hash tag of `key` (see the file comment). */
@@ -208,6 +235,37 @@ export function parseEntry(entry: string): { kind: 'm' | 'r'; tag: string; key: 
   if ((kind !== 'm' && kind !== 'r') || entry[1] !== ':' || entry[2] !== '{') return undefined;
   if (entry[3 + TAG_LENGTH] !== '}' || entry[4 + TAG_LENGTH] !== ':') return undefined;
   return { kind, tag: entry.slice(3, 3 + TAG_LENGTH), key: entry.slice(5 + TAG_LENGTH) };
+}
+
+/** Writes the Redis keys of the layout (`<prefix><kind>:{<tag>}:<key>`) straight into commands. */
+export class KeyWriter {
+  private readonly prefix: Buffer;
+
+  constructor(
+    private readonly layout: RedisKeyLayout,
+    /** Cluster: commands need their first key as a string to be routed. */
+    private readonly route: boolean,
+  ) {
+    this.prefix = Buffer.from(layout.prefix, 'utf8');
+  }
+
+  write(cmd: RespCommand, kind: 'r' | 'm', key: string, tag: string, keyLen = Buffer.byteLength(key)): void {
+    if (this.route && cmd.firstKey === undefined) {
+      cmd.firstKey = kind === 'r' ? this.layout.resource(key, tag) : this.layout.members(key, tag);
+    }
+    let at = cmd.beginArg(this.prefix.length + 5 + TAG_LENGTH + keyLen);
+    const b = cmd.target;
+    b.set(this.prefix, at);
+    at += this.prefix.length;
+    b[at++] = kind.charCodeAt(0);
+    b[at++] = 0x3a; // ':'
+    b[at++] = 0x7b; // '{'
+    at = writeAscii(b, at, tag);
+    b[at++] = 0x7d; // '}'
+    b[at++] = 0x3a; // ':'
+    at += b.write(key, at, 'utf8');
+    cmd.endArg(at);
+  }
 }
 
 /** Escapes the characters special in Redis glob patterns (`* ? [ ] \`). */

@@ -7,24 +7,26 @@
 import type Redis from 'ioredis';
 import type { Cluster } from 'ioredis';
 import type { StoredResource } from './types';
-import { parseEntry, tagOf, tagSourceOf, type RedisKeyLayout } from './redis-keys';
+import { KeyWriter, isDirectMember, parseEntry, recordEntry, tagOf, type RedisKeyLayout } from './redis-keys';
+import { BufferPool, RespCommand } from './resp';
 import { StringTable } from './redis-record';
 import { FAILED, type RedisConnection } from './redis-connection';
 import { IndexBuilder, dropVanished, readIndexHead, readShards, slotsByNode } from './redis-index';
 
 /**
- * One warm-start page: canonical keys, their Redis keys and the MGET of their
- * records. `from`: the glob each was listed under ('' = a loose record): a
- * record is taken only from the list its own glob field names, so one listed
- * twice (stored loose, later as a member) loads once. `sets`: where a key is
- * listed, to drop it from there when its record is gone ('' = not dropped).
+ * One warm-start page: canonical keys and the hash tags of their records
+ * (together their Redis keys), and the MGET of the records. `from`: the glob
+ * each was listed under ('' = a loose record): a record is taken only from
+ * the list its own glob field names, so one listed twice (stored loose, later
+ * as a member) loads once. `sets`: the set that lists a key (an index shard
+ * for a loose record, else its glob's member set), to drop it from there when
+ * its record is gone ('' = not dropped).
  */
 interface WarmPage {
   names: string[];
-  redisKeys: string[];
+  tags: string[];
   from?: string[];
   sets?: string[];
-  entries?: string[];
 }
 type WarmFetch = WarmPage & { values: Promise<Array<Buffer | null> | typeof FAILED> };
 
@@ -73,9 +75,10 @@ export async function* warmLoad(src: WarmSource, opts: { count?: number; waitMs?
   const head = await readIndexHead(conn, src.keys, src.timeoutMs);
   if (head === FAILED) return warmAborted(src, 0);
   const progress = { total: 0 };
+  const fetcher = new RecordFetcher(src);
   if (head.complete) {
     for (const slots of slotsByNode(conn, head.slots)) {
-      const ok = yield* decoded(src, (send) => listIndexed(src, slots, count, send), progress);
+      const ok = yield* decoded(src, fetcher, (send) => listIndexed(src, slots, count, send), progress);
       if (!ok) return warmAborted(src, progress.total);
     }
   } else {
@@ -83,7 +86,7 @@ export async function* warmLoad(src: WarmSource, opts: { count?: number; waitMs?
     const builder = new IndexBuilder(conn, src.keys, src.timeoutMs);
     const nodes: Redis[] = conn.isCluster ? (conn.client as Cluster).nodes('master') : [conn.client as Redis];
     for (const node of nodes) {
-      const ok = yield* decoded(src, (send) => listScanned(src, node, count, send), progress, builder);
+      const ok = yield* decoded(src, fetcher, (send) => listScanned(src, node, count, send), progress, builder);
       if (!ok) return warmAborted(src, progress.total);
     }
     if (!(await builder.finish())) conn.log?.warn('redis warm load: the index could not be completed; the next start scans again');
@@ -92,7 +95,7 @@ export async function* warmLoad(src: WarmSource, opts: { count?: number; waitMs?
 }
 
 /** Sends a page's MGET; resolves false when the load stopped (no more pages wanted). */
-type Send = (page: WarmPage, via: Redis | Cluster) => Promise<boolean>;
+type Send = (page: WarmPage) => Promise<boolean>;
 /** Lists pages through `send`; resolves false when listing failed. */
 type Lister = (send: Send) => Promise<boolean>;
 
@@ -101,7 +104,13 @@ type Lister = (send: Send) => Promise<boolean>;
  * are known, and yields the pages' live resources in order. Returns false
  * when a page or the listing failed.
  */
-async function* decoded(src: WarmSource, list: Lister, progress: { total: number }, builder?: IndexBuilder): AsyncGenerator<StoredResource[], boolean, undefined> {
+async function* decoded(
+  src: WarmSource,
+  fetcher: RecordFetcher,
+  list: Lister,
+  progress: { total: number },
+  builder?: IndexBuilder,
+): AsyncGenerator<StoredResource[], boolean, undefined> {
   const queue: WarmFetch[] = [];
   let listFailed = false;
   let listFinished = false;
@@ -118,10 +127,10 @@ async function* decoded(src: WarmSource, list: Lister, progress: { total: number
     listerWaiting = undefined;
     w?.();
   };
-  const send: Send = async (page, via) => {
+  const send: Send = async (page) => {
     while (queue.length >= WARM_FETCHES_IN_FLIGHT && !stop) await new Promise<void>((resolve) => (listerWaiting = resolve));
     if (stop || src.conn.closed) return false;
-    queue.push({ ...page, values: fetchRecords(src, via, page.redisKeys) });
+    queue.push({ ...page, values: fetcher.fetch(page) });
     wakeConsumer();
     return true;
   };
@@ -156,8 +165,10 @@ async function* decoded(src: WarmSource, list: Lister, progress: { total: number
           if (set) {
             const gone = vanished.get(set) ?? { members: [], checks: [] };
             vanished.set(set, gone);
-            gone.members.push(f.entries![i]!);
-            gone.checks.push(f.redisKeys[i]!);
+            const name = f.names[i]!;
+            const tag = f.tags[i]!;
+            gone.members.push(f.from![i] === '' ? recordEntry(name, tag) : name);
+            gone.checks.push(src.keys.resource(name, tag));
           }
           continue;
         }
@@ -165,10 +176,7 @@ async function* decoded(src: WarmSource, list: Lister, progress: { total: number
         if (!r) continue;
         if (f.from !== undefined && (r.glob ?? '') !== f.from[i]) continue;
         batch.push(r);
-        if (builder) {
-          const k = f.redisKeys[i]!;
-          builder.note(r, k.slice(k.indexOf('{') + 1, k.indexOf('}')));
-        }
+        builder?.note(r, f.tags[i]!);
       }
       for (const [set, gone] of vanished) dropVanished(src.conn, 'warmLoad', set, gone.members, gone.checks, src.timeoutMs);
       builder?.flush();
@@ -192,16 +200,15 @@ class PageBuilder {
   page: Required<WarmPage> = PageBuilder.empty();
 
   static empty(): Required<WarmPage> {
-    return { names: [], redisKeys: [], from: [], sets: [], entries: [] };
+    return { names: [], tags: [], from: [], sets: [] };
   }
 
-  add(name: string, redisKey: string, from: string, set: string, entry: string): number {
+  add(name: string, tag: string, from: string, set: string): number {
     const p = this.page;
     p.names.push(name);
-    p.redisKeys.push(redisKey);
+    p.tags.push(tag);
     p.from.push(from);
     p.sets.push(set);
-    p.entries.push(entry);
     return p.names.length;
   }
 
@@ -218,11 +225,10 @@ class PageBuilder {
  */
 async function listIndexed(src: WarmSource, slots: number[], count: number, send: Send): Promise<boolean> {
   const { conn, keys } = src;
-  const via = conn.client;
   const shards = await readShards(conn, keys, slots, src.timeoutMs);
   if (shards === FAILED) return false;
   const pages = new PageBuilder();
-  const flush = async (): Promise<boolean> => pages.page.names.length === 0 || send(pages.take(), via);
+  const flush = async (): Promise<boolean> => pages.page.names.length === 0 || send(pages.take());
   const globs: Array<{ shard: string; entry: string; tag: string; key: string }> = [];
   for (const { shard, entries } of shards) {
     for (const entry of entries) {
@@ -232,12 +238,12 @@ async function listIndexed(src: WarmSource, slots: number[], count: number, send
         globs.push({ shard, entry, tag: e.tag, key: e.key });
         continue;
       }
-      if (pages.add(e.key, keys.keyOfEntry(entry), '', shard, entry) >= count && !(await flush())) return true;
+      if (pages.add(e.key, e.tag, '', shard) >= count && !(await flush())) return true;
     }
   }
   const readMembers = (part: typeof globs): Promise<unknown[] | typeof FAILED> => {
     if (part.length === 0) return Promise.resolve([]);
-    const p = via.pipeline();
+    const p = conn.client.pipeline();
     for (const g of part) p.smembers(keys.keyOfEntry(g.entry));
     return conn.exec('warmLoad', p, src.timeoutMs);
   };
@@ -257,10 +263,9 @@ async function listIndexed(src: WarmSource, slots: number[], count: number, send
       for (const m of members as string[]) {
         // Members normally share their glob's tag. One stored under another parent is read but never dropped
         // from here; in a cluster it is left to be read on demand (its slot may be on another node).
-        const own = tagSourceOf(m) === g.key;
+        const own = isDirectMember(m, g.key);
         if (!own && conn.isCluster) continue;
-        const redisKey = keys.resource(m, own ? g.tag : tagOf(m));
-        if (pages.add(m, redisKey, g.key, own ? setKey : '', m) >= count && !(await flush())) return true;
+        if (pages.add(m, own ? g.tag : tagOf(m), g.key, own ? setKey : '') >= count && !(await flush())) return true;
       }
     }
   }
@@ -285,14 +290,14 @@ async function listScanned(src: WarmSource, node: Redis, count: number, send: Se
       if (page === FAILED) return false;
       cursor = page[0];
       const names: string[] = [];
-      const redisKeys: string[] = [];
+      const tags: string[] = [];
       for (const redisKey of page[1]) {
         const key = keys.keyOfResource(redisKey);
         if (key === undefined) continue;
         names.push(key);
-        redisKeys.push(redisKey);
+        tags.push(redisKey.slice(redisKey.indexOf('{') + 1, redisKey.indexOf('}')));
       }
-      if (names.length > 0 && !(await send({ names, redisKeys }, node))) return true;
+      if (names.length > 0 && !(await send({ names, tags }))) return true;
     } while (cursor !== '0');
     return true;
   } finally {
@@ -317,31 +322,50 @@ async function scanConnection(src: WarmSource, node: Redis): Promise<Redis> {
 }
 
 /**
- * Values of `redisKeys`, all served by one node (`via`: that node, or the
- * cluster client, which routes): one MGET, or in a cluster one MGET per slot
- * (hash tag), pipelined.
+ * The MGETs of warm-start pages, written in place (resp.ts): the Redis key of
+ * each record is written straight into the command from its canonical key and
+ * tag, never built as a string. One MGET per page, or in a cluster one per
+ * hash tag (slot), each routed to its node.
  */
-async function fetchRecords(src: WarmSource, via: Redis | Cluster, redisKeys: string[]): Promise<Array<Buffer | null> | typeof FAILED> {
-  if (!src.conn.isCluster) return src.conn.guard('warmLoad', via.mgetBuffer(redisKeys), src.timeoutMs);
-  const byTag = new Map<string, number[]>();
-  redisKeys.forEach((k, i) => {
-    const tag = k.slice(k.indexOf('{') + 1, k.indexOf('}'));
-    const g = byTag.get(tag);
-    if (g) g.push(i);
-    else byTag.set(tag, [i]);
-  });
-  const p = via.pipeline();
-  for (const idx of byTag.values()) p.mgetBuffer(idx.map((i) => redisKeys[i]!));
-  const res = await src.conn.exec('warmLoad', p, src.timeoutMs);
-  if (res === FAILED) return FAILED;
-  const out: Array<Buffer | null> = new Array(redisKeys.length).fill(null);
-  let g = 0;
-  for (const idx of byTag.values()) {
-    const values = res[g++];
-    if (values instanceof Error) continue; // counted by exec; those keys are fetched on demand later
-    idx.forEach((i, j) => (out[i] = (values as Array<Buffer | null>)[j] ?? null));
+class RecordFetcher {
+  private readonly pool = new BufferPool();
+  private readonly keyWriter: KeyWriter;
+
+  constructor(private readonly src: WarmSource) {
+    this.keyWriter = new KeyWriter(src.keys, src.conn.isCluster);
   }
-  return out;
+
+  async fetch(page: WarmPage): Promise<Array<Buffer | null> | typeof FAILED> {
+    const { names, tags } = page;
+    if (!this.src.conn.isCluster) return this.mget(names.map((_, i) => i), names, tags);
+    const byTag = new Map<string, number[]>();
+    tags.forEach((tag, i) => {
+      const g = byTag.get(tag);
+      if (g) g.push(i);
+      else byTag.set(tag, [i]);
+    });
+    const parts = await Promise.all(
+      [...byTag.values()].map(async (idx): Promise<{ idx: number[]; values: Array<Buffer | null> | typeof FAILED }> => ({ idx, values: await this.mget(idx, names, tags) })),
+    );
+    const out: Array<Buffer | null> = new Array(names.length).fill(null);
+    for (const { idx, values } of parts) {
+      if (values === FAILED) return FAILED;
+      for (let j = 0; j < idx.length; j++) out[idx[j]!] = values[j] ?? null;
+    }
+    return out;
+  }
+
+  /** One MGET of the records at `idx`. */
+  private async mget(idx: number[], names: string[], tags: string[]): Promise<Array<Buffer | null> | typeof FAILED> {
+    const { conn } = this.src;
+    const cmd = new RespCommand('mget', this.pool, idx.length * (this.src.keys.prefix.length + 32 + (names[idx[0]!]?.length ?? 0) * 2));
+    for (const i of idx) this.keyWriter.write(cmd, 'r', names[i]!, tags[i]!);
+    const raw = cmd.finish();
+    void conn.client.sendCommand(raw);
+    const values = await conn.guard('warmLoad', raw.promise as Promise<Array<Buffer | null>>, this.src.timeoutMs);
+    if (values !== FAILED) cmd.release(); // else the bytes may still be queued on the socket: left to the GC
+    return values;
+  }
 }
 
 function warmAborted(src: WarmSource, total: number): void {

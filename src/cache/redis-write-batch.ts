@@ -30,9 +30,9 @@
  * slot), each sent to its node.
  */
 import { ABSENT_RECORD, recordSize, writeRecord } from './redis-record';
-import { TAG_LENGTH, isGlobKey, membersEntry, parentGlobOf, recordEntry, tagOf, tagOfSource, tagSourceOf, type RedisKeyLayout } from './redis-keys';
+import { KeyWriter, isDirectMember, isGlobKey, membersEntry, parentGlobOf, recordEntry, tagOf, tagOfSource, tagSourceOf, type RedisKeyLayout } from './redis-keys';
 import { slotOfTag } from './redis-slots';
-import { RespCommand, writeAscii, type BufferPool, type RawCommand } from './resp';
+import { RespCommand, type BufferPool, type RawCommand } from './resp';
 import type { StoredResource } from './types';
 
 /** One coalesced pending operation, keyed by the URN / glob key it is about. */
@@ -41,7 +41,6 @@ export type Entry =
   | { kind: 'remove'; key: string; glob?: string }
   | { kind: 'absent'; key: string };
 
-type KeyKind = 'r' | 'm';
 
 /**
  * Index upkeep of one segment: KEYS are the shards, one per operation, the
@@ -69,37 +68,6 @@ class IndexOps {
     for (const e of this.adds) cmd.string(e);
     for (const e of this.removes) cmd.string(e);
     return cmd;
-  }
-}
-
-/** Writes the Redis keys of the layout (`<prefix><kind>:{<tag>}:<key>`) straight into commands. */
-class KeyWriter {
-  private readonly prefix: Buffer;
-
-  constructor(
-    private readonly layout: RedisKeyLayout,
-    /** Cluster: commands need their first key as a string to be routed. */
-    private readonly route: boolean,
-  ) {
-    this.prefix = Buffer.from(layout.prefix, 'utf8');
-  }
-
-  write(cmd: RespCommand, kind: KeyKind, key: string, tag: string, keyLen = Buffer.byteLength(key)): void {
-    if (this.route && cmd.firstKey === undefined) {
-      cmd.firstKey = kind === 'r' ? this.layout.resource(key, tag) : this.layout.members(key, tag);
-    }
-    let at = cmd.beginArg(this.prefix.length + 5 + TAG_LENGTH + keyLen);
-    const b = cmd.target;
-    b.set(this.prefix, at);
-    at += this.prefix.length;
-    b[at++] = kind.charCodeAt(0);
-    b[at++] = 0x3a; // ':'
-    b[at++] = 0x7b; // '{'
-    at = writeAscii(b, at, tag);
-    b[at++] = 0x7d; // '}'
-    b[at++] = 0x3a; // ':'
-    at += b.write(key, at, 'utf8');
-    cmd.endArg(at);
   }
 }
 
@@ -247,11 +215,11 @@ export class WriteBatch {
     switch (e.kind) {
       case 'put': {
         const r = e.res;
-        const source = tagSourceOf(r.key);
+        // A member's tag source is normally its glob (checked without building the parent glob).
+        const source = r.glob !== undefined && isDirectMember(r.key, r.glob) ? r.glob : tagSourceOf(r.key);
         const tag = tagOfSource(source);
         const keyLen = Buffer.byteLength(r.key);
         if (r.glob !== undefined) {
-          // A member's tag source is normally its glob: one lookup for both.
           const gtag = r.glob === source ? tag : tagOf(r.glob);
           const g = this.group(gtag, e);
           const last = this.lastMember;
