@@ -4,7 +4,7 @@
  * relay without the index wrote. Its upkeep on every write is in
  * redis-write-batch.ts.
  */
-import type { Cluster } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { membersEntry, recordEntry, tagOf, type RedisKeyLayout } from './redis-keys';
 import { FAILED, type RedisConnection } from './redis-connection';
 import { SLOTS, slotOfTag } from './redis-slots';
@@ -64,14 +64,15 @@ export function slotsByNode(conn: RedisConnection, slots: number[]): number[][] 
   return [...groups.values()];
 }
 
-/** The entries of the shards of `slots` (all served by one node), one pipeline. */
+/** The entries of the shards of `slots` (all served by one node), one pipeline on `via` (the store's client, or a second connection). */
 export async function readShards(
   conn: RedisConnection,
+  via: Redis | Cluster,
   keys: RedisKeyLayout,
   slots: number[],
   timeoutMs: number,
 ): Promise<Array<{ shard: string; entries: string[] }> | typeof FAILED> {
-  const p = conn.client.pipeline();
+  const p = via.pipeline();
   const shards = slots.map((s) => keys.indexShard(s));
   for (const shard of shards) p.smembers(shard);
   const res = await conn.exec('warmLoad', p, timeoutMs);

@@ -50,8 +50,9 @@ export interface WarmSource {
  * of the decoding here, so Redis reads the next pages while this process
  * decodes one. Where the list of keys comes from:
  *  - the index, once it is complete (`i:complete`): the shards of the slots in
- *    `i:slots`, then each listed glob's member set. Entries whose records or
- *    member sets are gone are dropped from the index on the way;
+ *    `i:slots`, then each listed glob's member set (on a second connection,
+ *    standalone). Entries whose records or member sets are gone are dropped
+ *    from the index on the way;
  *  - otherwise (a Redis written by a relay without the index, or never written):
  *    SCAN MATCH `<prefix>r:{…}:*` on every master, on a second connection
  *    running ahead of the MGETs; each record read is indexed, and once the
@@ -77,9 +78,17 @@ export async function* warmLoad(src: WarmSource, opts: { count?: number; waitMs?
   const progress = { total: 0 };
   const fetcher = new RecordFetcher(src);
   if (head.complete) {
-    for (const slots of slotsByNode(conn, head.slots)) {
-      const ok = yield* decoded(src, fetcher, (send) => listIndexed(src, slots, count, send), progress);
-      if (!ok) return warmAborted(src, progress.total);
+    // Standalone: the index is listed on a second connection, so its replies and the MGET
+    // pages on the main one don't queue behind each other, nor a client's read-through.
+    // (A cluster client routes the listing per slot; it stays on the main one.)
+    const lister = conn.isCluster ? conn.client : await secondConnection(src, conn.client as Redis);
+    try {
+      for (const slots of slotsByNode(conn, head.slots)) {
+        const ok = yield* decoded(src, fetcher, (send) => listIndexed(src, lister, slots, count, send), progress);
+        if (!ok) return warmAborted(src, progress.total);
+      }
+    } finally {
+      if (lister !== conn.client) (lister as Redis).disconnect();
     }
   } else {
     conn.log?.info('redis warm load: no complete index under this prefix; scanning for its records once, and indexing them');
@@ -223,9 +232,9 @@ class PageBuilder {
  * Pages of what the index shards of `slots` (one node's) list: their loose
  * records, then the members of their globs.
  */
-async function listIndexed(src: WarmSource, slots: number[], count: number, send: Send): Promise<boolean> {
+async function listIndexed(src: WarmSource, lister: Redis | Cluster, slots: number[], count: number, send: Send): Promise<boolean> {
   const { conn, keys } = src;
-  const shards = await readShards(conn, keys, slots, src.timeoutMs);
+  const shards = await readShards(conn, lister, keys, slots, src.timeoutMs);
   if (shards === FAILED) return false;
   const pages = new PageBuilder();
   const flush = async (): Promise<boolean> => pages.page.names.length === 0 || send(pages.take());
@@ -243,7 +252,7 @@ async function listIndexed(src: WarmSource, slots: number[], count: number, send
   }
   const readMembers = (part: typeof globs): Promise<unknown[] | typeof FAILED> => {
     if (part.length === 0) return Promise.resolve([]);
-    const p = conn.client.pipeline();
+    const p = lister.pipeline();
     for (const g of part) p.smembers(keys.keyOfEntry(g.entry));
     return conn.exec('warmLoad', p, src.timeoutMs);
   };
@@ -275,12 +284,11 @@ async function listIndexed(src: WarmSource, slots: number[], count: number, send
 
 /**
  * Pages of every record under the prefix on `node` (SCAN MATCH, COUNT `count`),
- * on a second connection so its small replies never wait behind the large
- * MGET replies of the main one.
+ * on a second connection (as the index is listed).
  */
 async function listScanned(src: WarmSource, node: Redis, count: number, send: Send): Promise<boolean> {
   const { conn, keys } = src;
-  const scanner = await scanConnection(src, node);
+  const scanner = await secondConnection(src, node);
   const pattern = keys.resourcePattern();
   try {
     let cursor = '0';
@@ -305,8 +313,8 @@ async function listScanned(src: WarmSource, node: Redis, count: number, send: Se
   }
 }
 
-/** A second connection to `node` for the SCAN; falls back to `node` itself when it can't connect quickly. */
-async function scanConnection(src: WarmSource, node: Redis): Promise<Redis> {
+/** A second connection to `node` for listing keys; falls back to `node` itself when it can't connect quickly. */
+async function secondConnection(src: WarmSource, node: Redis): Promise<Redis> {
   const dup = node.duplicate();
   dup.on('error', () => undefined);
   const ready = await new Promise<boolean>((resolve) => {
