@@ -11,7 +11,7 @@ import Redis from 'ioredis';
 import { RedisStore } from '../src/cache/redis-store';
 import { tagOf } from '../src/cache/redis-keys';
 import type { StoredResource } from '../src/cache/types';
-import { RedisServer, redisSkip } from './support/redis-server';
+import { RedisSuite, redisSkip } from './support/redis-server';
 import { sleep } from './support/wait';
 
 const skip = redisSkip('RedisStore warm-start index tests');
@@ -42,15 +42,21 @@ function sorted(rs: StoredResource[]): StoredResource[] {
 }
 
 describe('RedisStore warm-start index', { skip }, () => {
-  let server: RedisServer;
-  let raw: Redis;
-  const stores: RedisStore[] = [];
+  const redis = new RedisSuite();
   const unhandled: unknown[] = [];
   const onUnhandled = (err: unknown): void => void unhandled.push(err);
+  process.on('unhandledRejection', onUnhandled);
+  after(() => {
+    process.off('unhandledRejection', onUnhandled);
+    assert.deepEqual(unhandled, [], 'no unhandled rejections');
+  });
+  let raw: Redis;
+  before(() => {
+    raw = redis.raw;
+  });
 
   async function open(prefix: string): Promise<RedisStore> {
-    const store = new RedisStore({ url: server.url, prefix, writeTimeoutMs: 10_000, warmTimeoutMs: 10_000 });
-    stores.push(store);
+    const store = redis.closeAfter(new RedisStore({ url: redis.server.url, prefix, writeTimeoutMs: 10_000, warmTimeoutMs: 10_000 }));
     assert.equal(await store.waitUntilHealthy(5000), true, 'store should connect');
     return store;
   }
@@ -65,20 +71,6 @@ describe('RedisStore warm-start index', { skip }, () => {
   async function indexKeys(prefix: string): Promise<string[]> {
     return (await raw.keys(`${prefix}i:*`)).sort();
   }
-
-  before(async () => {
-    process.on('unhandledRejection', onUnhandled);
-    server = await RedisServer.start();
-    raw = new Redis(server.url);
-  });
-
-  after(async () => {
-    await Promise.all(stores.map((s) => s.close()));
-    raw?.disconnect();
-    await server?.dispose();
-    process.off('unhandledRejection', onUnhandled);
-    assert.deepEqual(unhandled, [], 'no unhandled rejections');
-  });
 
   test('a warm start reads exactly its own records, without a SCAN, beside foreign keys and another relay prefix', async () => {
     await raw.flushall();
