@@ -41,7 +41,6 @@ export type Entry =
   | { kind: 'remove'; key: string; glob?: string }
   | { kind: 'absent'; key: string };
 
-
 /**
  * Index upkeep of one segment: KEYS are the shards, one per operation, the
  * first ARGV[1] operations add their entry (ARGV[i + 1]) and the rest remove

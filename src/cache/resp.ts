@@ -1,6 +1,7 @@
 /**
  * Redis commands serialized by us, straight into one buffer, for the write
- * path of the shared tier (redis-write-batch.ts).
+ * path of the shared tier (redis-write-batch.ts) and the warm start's MGETs
+ * (redis-warm-load.ts).
  *
  * Why: a chunk of writes is a few commands with thousands of arguments (MSET
  * of 1,000 records of 1 KB). Handed to ioredis as arguments, every record is
