@@ -14,6 +14,7 @@ import assert from 'node:assert/strict';
 import Redis from 'ioredis';
 import { createRedisStore, type RedisStore } from '../src/cache/redis-store';
 import type { StoredResource } from '../src/cache/types';
+import { tagOf } from '../src/cache/redis-keys';
 import { RedisCluster, redisSkip } from './support/redis-server';
 
 const skip = redisSkip('RedisStore cluster test');
@@ -81,5 +82,47 @@ describe('RedisStore on a 3-master Redis Cluster', { skip }, () => {
     const warm: StoredResource[] = [];
     for await (const page of store.warmLoad()) warm.push(...page);
     assert.equal(warm.length, puts.length - 1, 'warm load scans every master');
+  });
+
+  test('the warm-start index: each shard on the slot of what it lists, built by the first start, read by the next', async () => {
+    const s = createRedisStore(cluster.addresses.join(','), { prefix: 'ix:' });
+    const probe = new Redis(cluster.nodes[0]!.port, '127.0.0.1');
+    try {
+      assert.equal(await s.waitUntilHealthy(10_000), true);
+      const first: StoredResource[] = [];
+      for await (const page of s.warmLoad()) first.push(...page);
+      assert.deepEqual(first, [], 'an empty prefix');
+      const puts: StoredResource[] = [];
+      for (let g = 0; g < 10; g++) {
+        const glob = `xdstp://auth/${TYPE}/ix${g}/*`;
+        for (let m = 0; m < 30; m++) puts.push({ key: glob.replace('/*', `/m${m}`), typeUrl: TYPE, version: 'v1', resource: Buffer.from([g, m]), glob });
+      }
+      for (let i = 0; i < 40; i++) puts.push({ key: `legacy:${TYPE}:ix${i}`, typeUrl: TYPE, version: 'v1', resource: Buffer.from([i]) });
+      await s.write({ put: puts, remove: [], absent: [] });
+
+      const slotOf = (k: string): Promise<number> => probe.cluster('KEYSLOT', k) as Promise<number>;
+      for (const r of puts) {
+        const listed = r.glob === undefined ? s.keys.resource(r.key) : s.keys.members(r.glob);
+        assert.equal(await slotOf(s.keys.indexShardOfTag(tagOf(r.glob ?? r.key))), await slotOf(listed), `the shard listing ${r.key} shares its slot`);
+      }
+      const scans = async (): Promise<number> => {
+        let n = 0;
+        for (const node of cluster.nodes) {
+          const c = new Redis(node.port, '127.0.0.1');
+          n += Number(/cmdstat_scan:calls=(\d+)/.exec(await c.info('commandstats'))?.[1] ?? 0);
+          c.disconnect();
+        }
+        return n;
+      };
+      const scansBefore = await scans();
+      const loaded: StoredResource[] = [];
+      for await (const page of s.warmLoad({ count: 64 })) loaded.push(...page);
+      assert.equal(await scans(), scansBefore, 'read through the index: no SCAN on any master');
+      const byKey = (a: StoredResource, b: StoredResource): number => a.key.localeCompare(b.key);
+      assert.deepEqual(loaded.sort(byKey), [...puts].sort(byKey), 'every master\'s shards read');
+    } finally {
+      probe.disconnect();
+      await s.close();
+    }
   });
 });

@@ -1,7 +1,8 @@
 /** Key layout and connection-string parsing of the Redis store (no Redis needed). */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RedisKeyLayout, hashTag, isGlobKey, parentGlobOf, tagOf, validatePrefix } from '../src/cache/redis-keys';
+import { RedisKeyLayout, hashTag, isDirectMember, isGlobKey, membersEntry, parentGlobOf, parseEntry, recordEntry, tagOf, validatePrefix } from '../src/cache/redis-keys';
+import { SLOTS, crc16, slotOfTag, tagOfSlot } from '../src/cache/redis-slots';
 import { parseRedisSpec } from '../src/cache/redis-spec';
 
 test('parent glob replaces the last id segment by * and keeps the context parameters', () => {
@@ -74,4 +75,51 @@ test('connection strings: standalone, TLS, sentinel, cluster', () => {
   assert.throws(() => parseRedisSpec('redis+sentinel://s1:1/m/x'), /mastername\[\/db\]/);
   assert.throws(() => parseRedisSpec('redis+cluster://n1:1/0'), /no path/);
   assert.throws(() => parseRedisSpec('memcached://x'), /unsupported/);
+});
+
+test('hash slots are computed as Redis Cluster does, and every slot has a short tag of its own', () => {
+  // The cluster specification's check value: CRC16 (XMODEM) of "123456789" is 0x31C3.
+  assert.equal(crc16('123456789'), 0x31c3);
+  const seen = new Set<string>();
+  for (let s = 0; s < SLOTS; s++) {
+    const tag = tagOfSlot(s);
+    assert.equal(slotOfTag(tag), s);
+    assert.match(tag, /^[0-9a-z]{1,4}$/);
+    seen.add(tag);
+  }
+  assert.equal(seen.size, SLOTS);
+});
+
+test('index entries name the Redis key they stand for and parse back; the shard of a tag is named after its slot', () => {
+  const keys = new RedisKeyLayout('p:');
+  const glob = 'xdstp://a/T/{x}/*?n={}';
+  const tag = tagOf(glob);
+  assert.equal(keys.keyOfEntry(membersEntry(glob, tag)), keys.members(glob));
+  assert.equal(keys.keyOfEntry(recordEntry('legacy:T:n', tagOf('legacy:T:n'))), keys.resource('legacy:T:n'));
+  assert.deepEqual(parseEntry(membersEntry(glob, tag)), { kind: 'm', tag, key: glob });
+  assert.deepEqual(parseEntry(recordEntry('legacy:T:n', tag)), { kind: 'r', tag, key: 'legacy:T:n' });
+  assert.equal(parseEntry('x:{0123456789abcdef}:k'), undefined);
+  assert.equal(parseEntry('m:{short}:k'), undefined);
+  assert.equal(keys.indexShardOfTag(tag), `p:i:{${tagOfSlot(slotOfTag(tag))}}`);
+  assert.equal(keys.indexSlots, 'p:i:slots');
+  assert.equal(keys.indexComplete, 'p:i:complete');
+});
+
+test('a direct member is recognised without building its parent glob, exactly as parentGlobOf decides', () => {
+  const globs = ['xdstp://a/T/svc/*?p=1&q=2', 'xdstp://a/T/*', 'xdstp://a/T/{x}/*?n={}', 'xdstp://a/T/x/*?k=a/b', 'xdstp://a/*', 'legacy:T:*'];
+  const keys = [
+    'xdstp://a/T/svc/x?p=1&q=2',
+    'xdstp://a/T/svc/x',
+    'xdstp://a/T/svc/y/z?p=1&q=2',
+    'xdstp://a/T/svc/?p=1&q=2',
+    'xdstp://a/T/x',
+    'xdstp://a/T',
+    'xdstp://a/T/a%2Fb',
+    'xdstp://a/T/{x}/m1?n={}',
+    'xdstp://a/T/{x}/m?1?n={}',
+    'xdstp://a/T/x/y?k=a/b',
+    'xdstp://a/x',
+    'legacy:T:n',
+  ];
+  for (const glob of globs) for (const key of keys) assert.equal(isDirectMember(key, glob), parentGlobOf(key) === glob, `${key} in ${glob}`);
 });

@@ -7,7 +7,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ABSENT_RECORD, StringTable, decodeRecord, encodeRecord, isAbsentRecord, recordSize } from '../src/cache/redis-record';
 import { BufferPool, RespCommand } from '../src/cache/resp';
-import { RedisKeyLayout } from '../src/cache/redis-keys';
+import { RedisKeyLayout, tagOf } from '../src/cache/redis-keys';
+import { slotOfTag } from '../src/cache/redis-slots';
 import { WriteBatch, type Entry } from '../src/cache/redis-write-batch';
 
 test('a record decodes to the resource it was encoded from, bytes untouched', () => {
@@ -74,7 +75,7 @@ test('a command written in place is the RESP array of its name and arguments', (
 function commandsOf(batch: WriteBatch): string[][] {
   const out: string[][] = [];
   for (const g of batch.groups.values()) {
-    const { commands, release } = WriteBatch.finish(g);
+    const { commands, release } = batch.finish(g);
     for (const c of commands) {
       const wire = c.toWritable({}).toString('latin1');
       const args: string[] = [];
@@ -103,15 +104,23 @@ test('a glob marked absent between two runs of its members splits the batch, in 
   for (const e of [put('m1'), put('m2'), { kind: 'absent', key: glob } as Entry, put('m3'), put('m4')]) batch.add(e);
   const m = keys.members(glob);
   const r = (k: string): string => keys.resource(k);
-  const shape = commandsOf(batch).map(([name, ...args]) => [name, ...args.filter((_, i) => name !== 'mset' || i % 2 === 0)]);
+  // (MSET: keys only; EVAL of the index upkeep: without its script text.)
+  const shape = commandsOf(batch).map(([name, ...args]) => [name, ...args.filter((_, i) => (name !== 'mset' || i % 2 === 0) && (name !== 'eval' || i > 0))]);
+  const tag = tagOf(glob);
+  const shard = keys.indexShardOfTag(tag);
+  const entry = `m:{${tag}}:${glob}`;
   assert.deepEqual(shape, [
     ['del', r(glob)],
     ['mset', r('xdstp://a/T/g/m1'), r('xdstp://a/T/g/m2')],
     ['sadd', m, 'xdstp://a/T/g/m1', 'xdstp://a/T/g/m2'],
+    ['eval', '1', shard, '1', entry],
+    ['sadd', keys.indexSlots, String(slotOfTag(tag))],
     ['del', m],
     ['mset', r(glob)],
+    ['eval', '1', shard, '0', entry],
     ['del', r(glob)],
     ['mset', r('xdstp://a/T/g/m3'), r('xdstp://a/T/g/m4')],
     ['sadd', m, 'xdstp://a/T/g/m3', 'xdstp://a/T/g/m4'],
+    ['eval', '1', shard, '1', entry],
   ]);
 });

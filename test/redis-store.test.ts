@@ -3,15 +3,14 @@
  * round trips, TTL expiry, prefix isolation, warm load, and fault behaviour
  * (killed, frozen, restarted, never reachable).
  */
-import { after, before, describe, test } from 'node:test';
+import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import Redis from 'ioredis';
 import { RedisStore, type RedisStoreOptions } from '../src/cache/redis-store';
 import { tagOf } from '../src/cache/redis-keys';
 import type { StoredResource } from '../src/cache/types';
 import type { Logger } from 'pino';
-import { RedisServer, freePort, redisSkip } from './support/redis-server';
+import { RedisServer, RedisSuite, freePort, redisSkip } from './support/redis-server';
 
 const skip = redisSkip('RedisStore tests');
 const TYPE = 'type.googleapis.com/envoy.config.cluster.v3.Cluster';
@@ -68,28 +67,14 @@ let prefixSeq = 0;
 const freshPrefix = (): string => `t${process.pid}-${++prefixSeq}:`;
 
 describe('RedisStore on a healthy Redis', { skip }, () => {
-  let server: RedisServer;
-  let raw: Redis;
-  const stores: RedisStore[] = [];
+  const redis = new RedisSuite();
+  after(() => assert.deepEqual(unhandled, [], 'no unhandled rejections'));
 
   async function open(opts: RedisStoreOptions = {}): Promise<RedisStore> {
-    const store = new RedisStore({ url: server.url, prefix: freshPrefix(), ...opts });
-    stores.push(store);
+    const store = redis.closeAfter(new RedisStore({ url: redis.server.url, prefix: freshPrefix(), ...opts }));
     assert.equal(await store.waitUntilHealthy(5000), true, 'store should connect');
     return store;
   }
-
-  before(async () => {
-    server = await RedisServer.start();
-    raw = new Redis(server.url);
-  });
-
-  after(async () => {
-    await Promise.all(stores.map((s) => s.close()));
-    raw?.disconnect();
-    await server?.dispose();
-    assert.deepEqual(unhandled, [], 'no unhandled rejections');
-  });
 
   test('returns a stored resource byte-identical, even bytes that are not valid UTF-8', async () => {
     const store = await open();
@@ -107,14 +92,14 @@ describe('RedisStore on a healthy Redis', { skip }, () => {
     const tag = tagOf(GLOB);
     const stored = res(member('a'), { glob: GLOB, version: 'v-7' });
     await store.write({ put: [stored], remove: [], absent: ['xdstp://auth.example/t/gone'] });
-    assert.equal(await raw.type(`${p}r:{${tag}}:${member('a')}`), 'string');
-    assert.equal(await raw.type(`${p}m:{${tag}}:${GLOB}`), 'set');
+    assert.equal(await redis.raw.type(`${p}r:{${tag}}:${member('a')}`), 'string');
+    assert.equal(await redis.raw.type(`${p}m:{${tag}}:${GLOB}`), 'set');
     // A known-absent marker: the one byte 2, in the key a record would have.
     const gone = 'xdstp://auth.example/t/gone';
-    assert.deepEqual(await raw.getBuffer(`${p}r:{${tagOf(gone)}}:${gone}`), Buffer.from([2]));
-    assert.equal(await raw.exists(`${p}a:{${tagOf(gone)}}:${gone}`), 0, 'no separate marker key');
+    assert.deepEqual(await redis.raw.getBuffer(`${p}r:{${tagOf(gone)}}:${gone}`), Buffer.from([2]));
+    assert.equal(await redis.raw.exists(`${p}a:{${tagOf(gone)}}:${gone}`), 0, 'no separate marker key');
     // The record format documented in src/cache/redis-record.ts, read by hand.
-    const record = (await raw.getBuffer(`${p}r:{${tag}}:${member('a')}`))!;
+    const record = (await redis.raw.getBuffer(`${p}r:{${tag}}:${member('a')}`))!;
     assert.equal(record[0], 1, 'format 1');
     let pos = 1;
     const field = (): string => {
@@ -136,7 +121,7 @@ describe('RedisStore on a healthy Redis', { skip }, () => {
     await store.write({ put: [v2], remove: [], absent: [] });
     const got = await store.getResource(key);
     assert.deepEqual(got, { key, typeUrl: TYPE, version: 'v2', resource: v2.resource });
-    assert.equal(await raw.pttl(store.keys.resource(key)), -1, 'expiry removed with the TTL');
+    assert.equal(await redis.raw.pttl(store.keys.resource(key)), -1, 'expiry removed with the TTL');
   });
 
   test('lists the members of a glob with their glob key', async () => {
@@ -161,7 +146,7 @@ describe('RedisStore on a healthy Redis', { skip }, () => {
     const got = await store.getGlobMembers(GLOB);
     assert.ok(Array.isArray(got));
     assert.deepEqual(got.map((r) => r.key), [member('b')]);
-    assert.deepEqual(await raw.smembers(store.keys.members(GLOB)), [member('b')]);
+    assert.deepEqual(await redis.raw.smembers(store.keys.members(GLOB)), [member('b')]);
   });
 
   test('remembers a singleton as known absent until it is put', async () => {
@@ -203,7 +188,7 @@ describe('RedisStore on a healthy Redis', { skip }, () => {
     const third = store.write({ put: [], remove: [], absent: [GLOB] });
     await Promise.all([first, second, third]);
     assert.equal(await store.getGlobMembers(GLOB), 'absent');
-    assert.deepEqual(await raw.smembers(store.keys.members(GLOB)), []);
+    assert.deepEqual(await redis.raw.smembers(store.keys.members(GLOB)), []);
   });
 
   test('answers undefined for keys it knows nothing about', async () => {
@@ -222,18 +207,18 @@ describe('RedisStore on a healthy Redis', { skip }, () => {
       remove: [],
       absent: [],
     });
-    const pttl = await raw.pttl(store.keys.resource(ttl));
+    const pttl = await redis.raw.pttl(store.keys.resource(ttl));
     assert.ok(pttl > 0 && pttl <= 300, `Redis carries the expiry (pttl ${pttl})`);
     assert.equal(((await store.getResource(ttl)) as StoredResource).version, 'v1');
     // Redis itself deletes the key (active expiry; EXISTS also expires lazily).
-    await until('Redis to expire the key', 3000, async () => (await raw.exists(store.keys.resource(ttl))) === 0);
+    await until('Redis to expire the key', 3000, async () => (await redis.raw.exists(store.keys.resource(ttl))) === 0);
     assert.equal(await store.getResource(ttl), undefined);
     const members = await store.getGlobMembers(GLOB);
     assert.ok(Array.isArray(members));
     assert.deepEqual(members.map((r) => r.key), [stays]);
     // The dead member is pruned from the set in the background.
     await until('the expired member to be pruned', 2000, async () =>
-      (await raw.sismember(store.keys.members(GLOB), ttl)) === 0,
+      (await redis.raw.sismember(store.keys.members(GLOB), ttl)) === 0,
     );
   });
 
@@ -241,7 +226,7 @@ describe('RedisStore on a healthy Redis', { skip }, () => {
     const store = await open();
     await store.write({ put: [res(SINGLETON, { expiresAt: Date.now() - 1 })], remove: [], absent: [] });
     assert.equal(await store.getResource(SINGLETON), undefined);
-    assert.equal(await raw.exists(store.keys.resource(SINGLETON)), 0);
+    assert.equal(await redis.raw.exists(store.keys.resource(SINGLETON)), 0);
   });
 
   test('two stores with different prefixes on one Redis do not see each other', async () => {
@@ -271,12 +256,15 @@ describe('RedisStore on a healthy Redis', { skip }, () => {
       expected.set(r.key, r);
     }
     await store.write({ put: puts, remove: [], absent: ['xdstp://auth.example/t/absent'] });
-    const pages: StoredResource[][] = [];
-    for await (const page of store.warmLoad({ count: 500 })) pages.push(page);
-    assert.ok(pages.length > 1, 'more than one page');
-    const got = pages.flat();
-    assert.equal(got.length, expected.size);
-    for (const r of got) assert.deepEqual(r, expected.get(r.key));
+    // The first load finds no index and scans; the second reads the index the first one built.
+    for (const path of ['scan', 'index']) {
+      const pages: StoredResource[][] = [];
+      for await (const page of store.warmLoad({ count: 500 })) pages.push(page);
+      assert.ok(pages.length > 1, `more than one page (${path})`);
+      const got = pages.flat();
+      assert.equal(got.length, expected.size, path);
+      for (const r of got) assert.deepEqual(r, expected.get(r.key));
+    }
   });
 
   test('a warm load stopped after its first page ends cleanly, with its scan running ahead', async () => {
@@ -285,7 +273,7 @@ describe('RedisStore on a healthy Redis', { skip }, () => {
     const puts: StoredResource[] = [];
     for (let i = 0; i < 3000; i++) puts.push(res(member(`s${i}`), { glob: GLOB }));
     await store.write({ put: puts, remove: [], absent: [] });
-    const clientsBefore = Number(/connected_clients:(\d+)/.exec(await raw.info('clients'))![1]);
+    const clientsBefore = Number(/connected_clients:(\d+)/.exec(await redis.raw.info('clients'))![1]);
     let pages = 0;
     for await (const page of store.warmLoad({ count: 100 })) {
       assert.ok(page.length > 0);
@@ -293,7 +281,7 @@ describe('RedisStore on a healthy Redis', { skip }, () => {
     }
     assert.deepEqual(errors, [], 'nothing counted as an error');
     assert.equal(store.healthy, true);
-    await until('the scan connection to close', 2000, async () => Number(/connected_clients:(\d+)/.exec(await raw.info('clients'))![1]) < clientsBefore + 1);
+    await until('the scan connection to close', 2000, async () => Number(/connected_clients:(\d+)/.exec(await redis.raw.info('clients'))![1]) < clientsBefore + 1);
     // and a full load afterwards still reads everything
     let all = 0;
     for await (const page of store.warmLoad()) all += page.length;

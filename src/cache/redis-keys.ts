@@ -12,6 +12,28 @@
  *                              marker (redis-record.ts), in the same key.
  *   P m:{T}:<globKey>    SET   canonical keys of the glob collection's members.
  *
+ * The warm-start index (so a warm start reads the relay's own data and never
+ * walks the keyspace; redis-index.ts reads it, redis-write-batch.ts keeps it):
+ *
+ *   P i:{S}              SET   index shard of one cluster hash slot: an entry per
+ *                              collection (`m:{T}:<globKey>`) and per loose record,
+ *                              one not stored as a glob member (`r:{T}:<key>`),
+ *                              whose tag T is in that slot. An entry is the Redis
+ *                              key it stands for without the prefix. S is a short
+ *                              tag of that very slot (redis-slots.ts), so a shard
+ *                              shares the slot, the node and the write batch of
+ *                              what it lists. Members are found through their
+ *                              collection's member set, so a glob costs one entry.
+ *   P i:slots            SET   slots whose shard may hold entries (never pruned:
+ *                              at most 16384 small numbers).
+ *   P i:complete         STRING present once every record under the prefix is in
+ *                              the index: set by the first warm start that found
+ *                              no index and built it by scanning (redis-warm-load.ts).
+ *
+ * Entries go stale when what they list vanishes by itself (a record's TTL, a
+ * member set emptied by removals); the next reader drops them, after an atomic
+ * re-check in Redis (same slot, so one script).
+ *
  * (Absent markers were separate `P a:{T}:<key>` keys before; they are no
  * longer read or written, and old ones are left to whoever wrote them.)
  *
@@ -39,6 +61,8 @@
  *   - anything else (`legacy:<typeUrl>:<name>`, malformed names): the key itself.
  */
 import { createHash } from 'node:crypto';
+import { slotOfTag, tagOfSlot } from './redis-slots';
+import { writeAscii, type RespCommand } from './resp';
 
 export const DEFAULT_PREFIX = 'xdstp-relay:';
 export const TAG_LENGTH = 16;
@@ -72,6 +96,32 @@ export function parentGlobOf(key: string): string | undefined {
 /** True for a glob collection key (`xdstp://A/T/…/*?ctx`). */
 export function isGlobKey(key: string): boolean {
   return parentGlobOf(key) === key;
+}
+
+/** The last glob isDirectMember was asked about, split: members come in runs of one glob. */
+let memberOf = { glob: '', head: '', query: '', valid: false };
+
+/**
+ * True when `glob` is the parent glob of `key` (`parentGlobOf(key) === glob`),
+ * without building the parent: a member is the glob's path without its `*`,
+ * then an id holding no `/` and no `?`, then the glob's query.
+ */
+export function isDirectMember(key: string, glob: string): boolean {
+  if (memberOf.glob !== glob) {
+    const q = glob.indexOf('?');
+    const pathEnd = q < 0 ? glob.length : q;
+    memberOf = { glob, head: glob.slice(0, pathEnd - 1), query: glob.slice(pathEnd), valid: isGlobKey(glob) };
+  }
+  const { head, query, valid } = memberOf;
+  const idEnd = key.length - query.length;
+  if (valid && idEnd > head.length && key.startsWith(head) && key.endsWith(query)) {
+    for (let i = head.length; i < idEnd; i++) {
+      const c = key.charCodeAt(i);
+      if (c === 0x2f || c === 0x3f) return parentGlobOf(key) === glob; // '/' or '?': the slow, exact way
+    }
+    return true;
+  }
+  return parentGlobOf(key) === glob;
 }
 
 /** The string whose hash is the cluster hash tag of `key` (see the file comment). */
@@ -130,6 +180,31 @@ export class RedisKeyLayout {
     return `${this.prefix}m:{${tag}}:${globKey}`;
   }
 
+  /** SET: the warm-start index shard of one hash slot. */
+  indexShard(slot: number): string {
+    return `${this.prefix}i:{${tagOfSlot(slot)}}`;
+  }
+
+  /** The index shard listing entries of tag `tag`. */
+  indexShardOfTag(tag: string): string {
+    return this.indexShard(slotOfTag(tag));
+  }
+
+  /** SET: slots whose index shard may hold entries. */
+  get indexSlots(): string {
+    return `${this.prefix}i:slots`;
+  }
+
+  /** STRING: present once every record under the prefix is in the index. */
+  get indexComplete(): string {
+    return `${this.prefix}i:complete`;
+  }
+
+  /** The Redis key an index entry stands for. */
+  keyOfEntry(entry: string): string {
+    return this.prefix + entry;
+  }
+
   /** SCAN MATCH pattern of every resource record (and absent marker) under this prefix, and nothing else. */
   resourcePattern(): string {
     return `${escapeGlob(this.resourceHead)}${'?'.repeat(TAG_LENGTH)}}:*`;
@@ -141,6 +216,55 @@ export class RedisKeyLayout {
     if (!redisKey.startsWith(this.resourceHead)) return undefined;
     if (redisKey[head + TAG_LENGTH] !== '}' || redisKey[head + TAG_LENGTH + 1] !== ':') return undefined;
     return redisKey.slice(head + TAG_LENGTH + 2);
+  }
+}
+
+/** Index entry of a glob's member set. */
+export function membersEntry(globKey: string, tag: string): string {
+  return `m:{${tag}}:${globKey}`;
+}
+
+/** Index entry of a loose record (one not stored as a glob member). */
+export function recordEntry(key: string, tag: string): string {
+  return `r:{${tag}}:${key}`;
+}
+
+/** An index entry read back: what it lists, or undefined for one not of this layout. */
+export function parseEntry(entry: string): { kind: 'm' | 'r'; tag: string; key: string } | undefined {
+  const kind = entry[0];
+  if ((kind !== 'm' && kind !== 'r') || entry[1] !== ':' || entry[2] !== '{') return undefined;
+  if (entry[3 + TAG_LENGTH] !== '}' || entry[4 + TAG_LENGTH] !== ':') return undefined;
+  return { kind, tag: entry.slice(3, 3 + TAG_LENGTH), key: entry.slice(5 + TAG_LENGTH) };
+}
+
+/** Writes the Redis keys of the layout (`<prefix><kind>:{<tag>}:<key>`) straight into commands. */
+export class KeyWriter {
+  private readonly prefix: Buffer;
+
+  constructor(
+    private readonly layout: RedisKeyLayout,
+    /** Cluster: commands need their first key as a string to be routed. */
+    private readonly route: boolean,
+  ) {
+    this.prefix = Buffer.from(layout.prefix, 'utf8');
+  }
+
+  write(cmd: RespCommand, kind: 'r' | 'm', key: string, tag: string, keyLen = Buffer.byteLength(key)): void {
+    if (this.route && cmd.firstKey === undefined) {
+      cmd.firstKey = kind === 'r' ? this.layout.resource(key, tag) : this.layout.members(key, tag);
+    }
+    let at = cmd.beginArg(this.prefix.length + 5 + TAG_LENGTH + keyLen);
+    const b = cmd.target;
+    b.set(this.prefix, at);
+    at += this.prefix.length;
+    b[at++] = kind.charCodeAt(0);
+    b[at++] = 0x3a; // ':'
+    b[at++] = 0x7b; // '{'
+    at = writeAscii(b, at, tag);
+    b[at++] = 0x7d; // '}'
+    b[at++] = 0x3a; // ':'
+    at += b.write(key, at, 'utf8');
+    cmd.endArg(at);
   }
 }
 

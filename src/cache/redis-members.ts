@@ -8,8 +8,9 @@
  *
  * Every key carries the one hash tag `{fleet}`, so a Redis Cluster keeps them
  * on one slot and each read or write is one pipeline. An id whose record has
- * expired is dropped from the set by the next reader. Warm start's SCAN
- * pattern (`P r:{…16 hex…}:*`) never matches these keys.
+ * expired is dropped from the set by the next reader. The warm start never
+ * lists these keys: its index and its fallback SCAN pattern (`P r:{…16 hex…}:*`)
+ * hold only resource records and member sets.
  */
 import type { Cluster, Redis } from 'ioredis';
 import type { MemberRecord, MemberRecords } from './types';

@@ -59,6 +59,7 @@ import { StringTable, decodeRecord, isAbsentRecord } from './redis-record';
 import { FAILED, RedisConnection, type RedisConnectionOptions } from './redis-connection';
 import { parseRedisSpec } from './redis-spec';
 import { warmLoad } from './redis-warm-load';
+import { dropVanished } from './redis-index';
 import { RedisWriteQueue } from './redis-write-queue';
 
 export interface RedisStoreOptions extends RedisConnectionOptions {
@@ -66,7 +67,7 @@ export interface RedisStoreOptions extends RedisConnectionOptions {
   prefix?: string;
   /** Deadline of one write pipeline (≤ 1000 keys / 8 MiB). Default max(4 × commandTimeoutMs, 1000 ms). */
   writeTimeoutMs?: number;
-  /** Deadline of one SCAN page or MGET page during `warmLoad`. Default 5000 ms. */
+  /** Deadline of one index read, SCAN page or MGET page during `warmLoad`. Default 5000 ms. */
   warmTimeoutMs?: number;
   /** Max keys with a pending (not yet written) operation. Default 100 000. */
   maxPendingWrites?: number;
@@ -158,7 +159,8 @@ export class RedisStore implements SharedStore {
         else if (part.t === gtag) gone.push(m);
       });
     }
-    if (gone.length > 0) this.pruneMembers(setKey, gtag, gone);
+    // Members whose record is gone (expired) leave the set, re-checked in Redis.
+    dropVanished(this.conn, 'getGlobMembers', setKey, gone, gone.map((m) => this.keys.resource(m, gtag)), this.writeTimeoutMs);
     // Every listed member expired or vanished: we don't know the glob's state.
     return out.length > 0 ? out : undefined;
   }
@@ -192,14 +194,6 @@ export class RedisStore implements SharedStore {
   }
 
   // ---------------------------------------------------------------- internals
-
-  /** Drops members whose hash is gone (expired), atomically re-checked in Redis. */
-  private pruneMembers(setKey: string, tag: string, members: string[]): void {
-    const keys = [setKey, ...members.map((m) => this.keys.resource(m, tag))];
-    const script =
-      "local n = 0 for i = 2, #KEYS do if redis.call('EXISTS', KEYS[i]) == 0 then n = n + redis.call('SREM', KEYS[1], ARGV[i - 1]) end end return n";
-    void this.conn.guard('getGlobMembers', this.conn.client.eval(script, keys.length, ...keys, ...members), this.writeTimeoutMs);
-  }
 
   /**
    * A stored record as a resource; `undefined` for an absent marker, an

@@ -1,24 +1,44 @@
 /**
  * Warm start of a RedisStore: every live resource under the prefix, read
- * page by page (SCAN on a second connection running ahead of the MGETs).
+ * page by page through the index (redis-keys.ts, redis-index.ts), so the cost
+ * follows the relay's own data, not the size of a shared keyspace. A Redis
+ * written without the index is scanned once instead, and indexed on the way.
  */
 import type Redis from 'ioredis';
 import type { Cluster } from 'ioredis';
 import type { StoredResource } from './types';
-import type { RedisKeyLayout } from './redis-keys';
+import { KeyWriter, isDirectMember, parseEntry, recordEntry, tagOf, type RedisKeyLayout } from './redis-keys';
+import { BufferPool, RespCommand } from './resp';
 import { StringTable } from './redis-record';
 import { FAILED, type RedisConnection } from './redis-connection';
+import { IndexBuilder, dropVanished, readIndexHead, readShards, slotsByNode } from './redis-index';
 
-/** One warm-start page: its canonical keys and the MGET of their records. */
-type WarmFetch = { names: string[]; values: Promise<Array<Buffer | null> | typeof FAILED> };
+/**
+ * One warm-start page: canonical keys and the hash tags of their records
+ * (together their Redis keys), and the MGET of the records. `from`: the glob
+ * each was listed under ('' = a loose record): a record is taken only from
+ * the list its own glob field names, so one listed twice (stored loose, later
+ * as a member) loads once. `sets`: the set that lists a key (an index shard
+ * for a loose record, else its glob's member set), to drop it from there when
+ * its record is gone ('' = not dropped).
+ */
+interface WarmPage {
+  names: string[];
+  tags: string[];
+  from?: string[];
+  sets?: string[];
+}
+type WarmFetch = WarmPage & { values: Promise<Array<Buffer | null> | typeof FAILED> };
 
 const WARM_FETCHES_IN_FLIGHT = 4;
+/** Member sets read per round trip (the next round is read while this one's pages are fetched). */
+const GLOBS_PER_READ = 16;
 
 /** What a warm load reads through. */
 export interface WarmSource {
   readonly conn: RedisConnection;
   readonly keys: RedisKeyLayout;
-  /** Deadline of one SCAN page or MGET page. */
+  /** Deadline of one index read, SCAN page or MGET page. */
   readonly timeoutMs: number;
   /** A stored record as a resource, without copying its bytes; undefined for one not to load. */
   decode(key: string, record: Buffer, strings: StringTable): StoredResource | undefined;
@@ -26,19 +46,25 @@ export interface WarmSource {
 
 /**
  * Warm start: streams every live resource under this prefix, in pages of
- * about `count` (SCAN MATCH `<prefix>r:{…}:*` COUNT `count` on every master,
- * one MGET per page). Pipelined: the SCAN runs ahead on a second connection,
- * as a task of its own, while up to WARM_FETCHES_IN_FLIGHT MGETs queue on the
- * main one, so Redis reads the next pages while this process decodes one. Waits up to `waitMs`
- * for the first connection. Best effort: on an error or timeout it logs,
- * counts `onError('warmLoad')` and ends early — whatever was yielded is
- * valid, the rest is simply fetched on demand later. Expired resources are
- * skipped. Absent markers (scanned too: they live in `r:` keys) are skipped;
- * they are consulted on demand.
+ * about `count`, one MGET per page, up to WARM_FETCHES_IN_FLIGHT pages ahead
+ * of the decoding here, so Redis reads the next pages while this process
+ * decodes one. Where the list of keys comes from:
+ *  - the index, once it is complete (`i:complete`): the shards of the slots in
+ *    `i:slots`, then each listed glob's member set (on a second connection,
+ *    standalone). Entries whose records or member sets are gone are dropped
+ *    from the index on the way;
+ *  - otherwise (a Redis written by a relay without the index, or never written):
+ *    SCAN MATCH `<prefix>r:{…}:*` on every master, on a second connection
+ *    running ahead of the MGETs; each record read is indexed, and once the
+ *    scan is through the index is marked complete, so later starts read it.
+ * Waits up to `waitMs` for the first connection. Best effort: on an error or
+ * timeout it logs, counts `onError('warmLoad')` and ends early — whatever was
+ * yielded is valid, the rest is simply fetched on demand later. Expired
+ * resources and absent markers are skipped (markers are consulted on demand).
  * Resources keep their `glob`, so the caller can rebuild glob membership.
  */
 export async function* warmLoad(src: WarmSource, opts: { count?: number; waitMs?: number } = {}): AsyncGenerator<StoredResource[], void, undefined> {
-  const { conn, keys } = src;
+  const { conn } = src;
   const count = opts.count ?? 1000;
   if (!(await conn.waitUntilHealthy(opts.waitMs ?? 2000))) {
     if (!conn.closed) {
@@ -47,103 +73,248 @@ export async function* warmLoad(src: WarmSource, opts: { count?: number; waitMs?
     }
     return;
   }
-  const nodes: Redis[] = conn.isCluster ? (conn.client as Cluster).nodes('master') : [conn.client as Redis];
-  const pattern = keys.resourcePattern();
-  const strings = new StringTable();
-  let total = 0;
-  for (const node of nodes) {
-    const scanner = await scanConnection(src, node);
-    // The SCAN runs ahead as its own task, each page's MGET sent as soon as
-    // its keys are known, up to WARM_FETCHES_IN_FLIGHT pages ahead of the
-    // decoding here: the scan's round trips (which queue behind the MGETs in
-    // Redis) no longer stall this process between pages.
-    const queue: WarmFetch[] = [];
-    let scanFailed = false;
-    let scanFinished = false;
-    let stop = false;
-    let consumerWaiting: (() => void) | undefined;
-    let scannerWaiting: (() => void) | undefined;
-    const wakeConsumer = (): void => {
-      const w = consumerWaiting;
-      consumerWaiting = undefined;
-      w?.();
-    };
-    const wakeScanner = (): void => {
-      const w = scannerWaiting;
-      scannerWaiting = undefined;
-      w?.();
-    };
-    const scanning = (async (): Promise<void> => {
-      try {
-        let cursor = '0';
-        do {
-          while (queue.length >= WARM_FETCHES_IN_FLIGHT && !stop) await new Promise<void>((resolve) => (scannerWaiting = resolve));
-          if (stop || conn.closed) return;
-          const page = await conn.guard('warmLoad', scanner.scan(cursor, 'MATCH', pattern, 'COUNT', count), src.timeoutMs);
-          if (page === FAILED) {
-            scanFailed = true;
-            return;
-          }
-          cursor = page[0];
-          const names: string[] = [];
-          const redisKeys: string[] = [];
-          for (const redisKey of page[1]) {
-            const key = keys.keyOfResource(redisKey);
-            if (key === undefined) continue;
-            names.push(key);
-            redisKeys.push(redisKey);
-          }
-          if (names.length > 0 && !stop) {
-            queue.push({ names, values: fetchRecords(src, node, redisKeys) });
-            wakeConsumer();
-          }
-        } while (cursor !== '0');
-      } finally {
-        scanFinished = true;
-        wakeConsumer();
-      }
-    })();
+  const head = await readIndexHead(conn, src.keys, src.timeoutMs);
+  if (head === FAILED) return warmAborted(src, 0);
+  const progress = { total: 0 };
+  const fetcher = new RecordFetcher(src);
+  if (head.complete) {
+    // Standalone: the index is listed on a second connection, so its replies and the MGET
+    // pages on the main one don't queue behind each other, nor a client's read-through.
+    // (A cluster client routes the listing per slot; it stays on the main one.)
+    const lister = conn.isCluster ? conn.client : await secondConnection(src, conn.client as Redis);
     try {
-      for (;;) {
-        const f = queue.shift();
-        if (f === undefined) {
-          if (scanFinished) break;
-          await new Promise<void>((resolve) => (consumerWaiting = resolve));
+      for (const slots of slotsByNode(conn, head.slots)) {
+        const ok = yield* decoded(src, fetcher, (send) => listIndexed(src, lister, slots, count, send), progress);
+        if (!ok) return warmAborted(src, progress.total);
+      }
+    } finally {
+      if (lister !== conn.client) (lister as Redis).disconnect();
+    }
+  } else {
+    conn.log?.info('redis warm load: no complete index under this prefix; scanning for its records once, and indexing them');
+    const builder = new IndexBuilder(conn, src.keys, src.timeoutMs);
+    const nodes: Redis[] = conn.isCluster ? (conn.client as Cluster).nodes('master') : [conn.client as Redis];
+    for (const node of nodes) {
+      const ok = yield* decoded(src, fetcher, (send) => listScanned(src, node, count, send), progress, builder);
+      if (!ok) return warmAborted(src, progress.total);
+    }
+    if (!(await builder.finish())) conn.log?.warn('redis warm load: the index could not be completed; the next start scans again');
+  }
+  conn.log?.info({ resources: progress.total }, 'redis warm load done');
+}
+
+/** Sends a page's MGET; resolves false when the load stopped (no more pages wanted). */
+type Send = (page: WarmPage) => Promise<boolean>;
+/** Lists pages through `send`; resolves false when listing failed. */
+type Lister = (send: Send) => Promise<boolean>;
+
+/**
+ * Runs `list` as a task of its own, each page's MGET sent as soon as its keys
+ * are known, and yields the pages' live resources in order. Returns false
+ * when a page or the listing failed.
+ */
+async function* decoded(
+  src: WarmSource,
+  fetcher: RecordFetcher,
+  list: Lister,
+  progress: { total: number },
+  builder?: IndexBuilder,
+): AsyncGenerator<StoredResource[], boolean, undefined> {
+  const queue: WarmFetch[] = [];
+  let listFailed = false;
+  let listFinished = false;
+  let stop = false;
+  let consumerWaiting: (() => void) | undefined;
+  let listerWaiting: (() => void) | undefined;
+  const wakeConsumer = (): void => {
+    const w = consumerWaiting;
+    consumerWaiting = undefined;
+    w?.();
+  };
+  const wakeLister = (): void => {
+    const w = listerWaiting;
+    listerWaiting = undefined;
+    w?.();
+  };
+  const send: Send = async (page) => {
+    while (queue.length >= WARM_FETCHES_IN_FLIGHT && !stop) await new Promise<void>((resolve) => (listerWaiting = resolve));
+    if (stop || src.conn.closed) return false;
+    queue.push({ ...page, values: fetcher.fetch(page) });
+    wakeConsumer();
+    return true;
+  };
+  const listing = (async (): Promise<void> => {
+    try {
+      if (!(await list(send))) listFailed = true;
+    } catch {
+      listFailed = true; // not expected: commands go through guard/exec, which never throw
+    } finally {
+      listFinished = true;
+      wakeConsumer();
+    }
+  })();
+  const strings = new StringTable();
+  try {
+    for (;;) {
+      const f = queue.shift();
+      if (f === undefined) {
+        if (listFinished) break;
+        await new Promise<void>((resolve) => (consumerWaiting = resolve));
+        continue;
+      }
+      wakeLister();
+      const values = await f.values;
+      if (values === FAILED) return false;
+      const batch: StoredResource[] = [];
+      const vanished = new Map<string, { members: string[]; checks: string[] }>();
+      for (let i = 0; i < f.names.length; i++) {
+        const v = values[i];
+        if (!v) {
+          const set = f.sets?.[i];
+          if (set) {
+            const gone = vanished.get(set) ?? { members: [], checks: [] };
+            vanished.set(set, gone);
+            const name = f.names[i]!;
+            const tag = f.tags[i]!;
+            gone.members.push(f.from![i] === '' ? recordEntry(name, tag) : name);
+            gone.checks.push(src.keys.resource(name, tag));
+          }
           continue;
         }
-        wakeScanner();
-        const values = await f.values;
-        if (values === FAILED) return warmAborted(src, total);
-        const batch: StoredResource[] = [];
-        f.names.forEach((key, i) => {
-          const v = values[i];
-          const r = v ? src.decode(key, v, strings) : undefined;
-          if (r) batch.push(r);
-        });
-        if (batch.length > 0) {
-          total += batch.length;
-          yield batch;
-        }
-        if (conn.closed) return;
+        const r = src.decode(f.names[i]!, v, strings);
+        if (!r) continue;
+        if (f.from !== undefined && (r.glob ?? '') !== f.from[i]) continue;
+        batch.push(r);
+        builder?.note(r, f.tags[i]!);
       }
-      if (scanFailed) return warmAborted(src, total);
-    } finally {
-      // Stopped early (or done): let a SCAN still under way settle before its connection goes.
-      stop = true;
-      wakeScanner();
-      await scanning;
-      if (scanner !== node) scanner.disconnect();
+      for (const [set, gone] of vanished) dropVanished(src.conn, 'warmLoad', set, gone.members, gone.checks, src.timeoutMs);
+      builder?.flush();
+      if (batch.length > 0) {
+        progress.total += batch.length;
+        yield batch;
+      }
+      if (src.conn.closed) return false;
     }
+    return !listFailed;
+  } finally {
+    // Stopped early (or done): let the listing settle before returning.
+    stop = true;
+    wakeLister();
+    await listing;
   }
-  conn.log?.info({ resources: total }, 'redis warm load done');
+}
+
+/** A page being filled. */
+class PageBuilder {
+  page: Required<WarmPage> = PageBuilder.empty();
+
+  static empty(): Required<WarmPage> {
+    return { names: [], tags: [], from: [], sets: [] };
+  }
+
+  add(name: string, tag: string, from: string, set: string): number {
+    const p = this.page;
+    p.names.push(name);
+    p.tags.push(tag);
+    p.from.push(from);
+    p.sets.push(set);
+    return p.names.length;
+  }
+
+  take(): Required<WarmPage> {
+    const p = this.page;
+    this.page = PageBuilder.empty();
+    return p;
+  }
 }
 
 /**
- * A second connection to `node` for the warm start's SCAN, so its small
- * replies never wait behind the large MGET replies of the main connection.
- * Falls back to `node` itself when it can't connect quickly.
+ * Pages of what the index shards of `slots` (one node's) list: their loose
+ * records, then the members of their globs.
  */
-async function scanConnection(src: WarmSource, node: Redis): Promise<Redis> {
+async function listIndexed(src: WarmSource, lister: Redis | Cluster, slots: number[], count: number, send: Send): Promise<boolean> {
+  const { conn, keys } = src;
+  const shards = await readShards(conn, lister, keys, slots, src.timeoutMs);
+  if (shards === FAILED) return false;
+  const pages = new PageBuilder();
+  const flush = async (): Promise<boolean> => pages.page.names.length === 0 || send(pages.take());
+  const globs: Array<{ shard: string; entry: string; tag: string; key: string }> = [];
+  for (const { shard, entries } of shards) {
+    for (const entry of entries) {
+      const e = parseEntry(entry);
+      if (e === undefined) continue;
+      if (e.kind === 'm') {
+        globs.push({ shard, entry, tag: e.tag, key: e.key });
+        continue;
+      }
+      if (pages.add(e.key, e.tag, '', shard) >= count && !(await flush())) return true;
+    }
+  }
+  const readMembers = (part: typeof globs): Promise<unknown[] | typeof FAILED> => {
+    if (part.length === 0) return Promise.resolve([]);
+    const p = lister.pipeline();
+    for (const g of part) p.smembers(keys.keyOfEntry(g.entry));
+    return conn.exec('warmLoad', p, src.timeoutMs);
+  };
+  let next = readMembers(globs.slice(0, GLOBS_PER_READ));
+  for (let i = 0; i < globs.length; i += GLOBS_PER_READ) {
+    const part = globs.slice(i, i + GLOBS_PER_READ);
+    const sets = await next;
+    if (sets === FAILED) return false;
+    next = readMembers(globs.slice(i + GLOBS_PER_READ, i + 2 * GLOBS_PER_READ));
+    for (let j = 0; j < part.length; j++) {
+      const g = part[j]!;
+      const members = sets[j];
+      if (!Array.isArray(members)) continue; // not a set (counted by exec)
+      const setKey = keys.keyOfEntry(g.entry);
+      // An empty member set no longer exists: its entry goes (unless a member came back meanwhile).
+      if (members.length === 0) dropVanished(conn, 'warmLoad', g.shard, [g.entry], [setKey], src.timeoutMs);
+      for (const m of members as string[]) {
+        // Members normally share their glob's tag. One stored under another parent is read but never dropped
+        // from here; in a cluster it is left to be read on demand (its slot may be on another node).
+        const own = isDirectMember(m, g.key);
+        if (!own && conn.isCluster) continue;
+        if (pages.add(m, own ? g.tag : tagOf(m), g.key, own ? setKey : '') >= count && !(await flush())) return true;
+      }
+    }
+  }
+  await next; // settled before the lister ends
+  return flush().then(() => true);
+}
+
+/**
+ * Pages of every record under the prefix on `node` (SCAN MATCH, COUNT `count`),
+ * on a second connection (as the index is listed).
+ */
+async function listScanned(src: WarmSource, node: Redis, count: number, send: Send): Promise<boolean> {
+  const { conn, keys } = src;
+  const scanner = await secondConnection(src, node);
+  const pattern = keys.resourcePattern();
+  try {
+    let cursor = '0';
+    do {
+      if (conn.closed) return true;
+      const page = await conn.guard('warmLoad', scanner.scan(cursor, 'MATCH', pattern, 'COUNT', count), src.timeoutMs);
+      if (page === FAILED) return false;
+      cursor = page[0];
+      const names: string[] = [];
+      const tags: string[] = [];
+      for (const redisKey of page[1]) {
+        const key = keys.keyOfResource(redisKey);
+        if (key === undefined) continue;
+        names.push(key);
+        tags.push(redisKey.slice(redisKey.indexOf('{') + 1, redisKey.indexOf('}')));
+      }
+      if (names.length > 0 && !(await send({ names, tags }))) return true;
+    } while (cursor !== '0');
+    return true;
+  } finally {
+    if (scanner !== node) scanner.disconnect();
+  }
+}
+
+/** A second connection to `node` for listing keys; falls back to `node` itself when it can't connect quickly. */
+async function secondConnection(src: WarmSource, node: Redis): Promise<Redis> {
   const dup = node.duplicate();
   dup.on('error', () => undefined);
   const ready = await new Promise<boolean>((resolve) => {
@@ -158,28 +329,51 @@ async function scanConnection(src: WarmSource, node: Redis): Promise<Redis> {
   return node;
 }
 
-/** Values of `redisKeys` on one node: one MGET, or in a cluster one MGET per slot (hash tag), pipelined. */
-async function fetchRecords(src: WarmSource, node: Redis, redisKeys: string[]): Promise<Array<Buffer | null> | typeof FAILED> {
-  if (!src.conn.isCluster) return src.conn.guard('warmLoad', node.mgetBuffer(redisKeys), src.timeoutMs);
-  const byTag = new Map<string, number[]>();
-  redisKeys.forEach((k, i) => {
-    const tag = k.slice(k.indexOf('{') + 1, k.indexOf('}'));
-    const g = byTag.get(tag);
-    if (g) g.push(i);
-    else byTag.set(tag, [i]);
-  });
-  const p = node.pipeline();
-  for (const idx of byTag.values()) p.mgetBuffer(idx.map((i) => redisKeys[i]!));
-  const res = await src.conn.exec('warmLoad', p, src.timeoutMs);
-  if (res === FAILED) return FAILED;
-  const out: Array<Buffer | null> = new Array(redisKeys.length).fill(null);
-  let g = 0;
-  for (const idx of byTag.values()) {
-    const values = res[g++];
-    if (values instanceof Error) continue; // counted by exec; those keys are fetched on demand later
-    idx.forEach((i, j) => (out[i] = (values as Array<Buffer | null>)[j] ?? null));
+/**
+ * The MGETs of warm-start pages, written in place (resp.ts): the Redis key of
+ * each record is written straight into the command from its canonical key and
+ * tag, never built as a string. One MGET per page, or in a cluster one per
+ * hash tag (slot), each routed to its node.
+ */
+class RecordFetcher {
+  private readonly pool = new BufferPool();
+  private readonly keyWriter: KeyWriter;
+
+  constructor(private readonly src: WarmSource) {
+    this.keyWriter = new KeyWriter(src.keys, src.conn.isCluster);
   }
-  return out;
+
+  async fetch(page: WarmPage): Promise<Array<Buffer | null> | typeof FAILED> {
+    const { names, tags } = page;
+    if (!this.src.conn.isCluster) return this.mget(names.map((_, i) => i), names, tags);
+    const byTag = new Map<string, number[]>();
+    tags.forEach((tag, i) => {
+      const g = byTag.get(tag);
+      if (g) g.push(i);
+      else byTag.set(tag, [i]);
+    });
+    const parts = await Promise.all(
+      [...byTag.values()].map(async (idx): Promise<{ idx: number[]; values: Array<Buffer | null> | typeof FAILED }> => ({ idx, values: await this.mget(idx, names, tags) })),
+    );
+    const out: Array<Buffer | null> = new Array(names.length).fill(null);
+    for (const { idx, values } of parts) {
+      if (values === FAILED) return FAILED;
+      for (let j = 0; j < idx.length; j++) out[idx[j]!] = values[j] ?? null;
+    }
+    return out;
+  }
+
+  /** One MGET of the records at `idx`. */
+  private async mget(idx: number[], names: string[], tags: string[]): Promise<Array<Buffer | null> | typeof FAILED> {
+    const { conn } = this.src;
+    const cmd = new RespCommand('mget', this.pool, idx.length * (this.src.keys.prefix.length + 32 + (names[idx[0]!]?.length ?? 0) * 2));
+    for (const i of idx) this.keyWriter.write(cmd, 'r', names[i]!, tags[i]!);
+    const raw = cmd.finish();
+    void conn.client.sendCommand(raw);
+    const values = await conn.guard('warmLoad', raw.promise as Promise<Array<Buffer | null>>, this.src.timeoutMs);
+    if (values !== FAILED) cmd.release(); // else the bytes may still be queued on the socket: left to the GC
+    return values;
+  }
 }
 
 function warmAborted(src: WarmSource, total: number): void {

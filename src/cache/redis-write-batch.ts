@@ -9,6 +9,11 @@
  *         members, member sets of globs now absent
  *   SET … PXAT  one per resource with a TTL (it needs its own expiry)
  *   SADD / SREM  one per glob whose membership changed
+ *   EVAL  the warm-start index (redis-keys.ts): adds an entry per glob that
+ *         gains members and per loose record stored, removes the entries of
+ *         globs and loose records marked absent or removed (one script, for
+ *         any number of index shards)
+ *   SADD  `i:slots`: the slots of the shards entries were added to
  *
  * MSET, like SET, clears any expiry a key had, so a resource that lost its
  * TTL also loses its Redis expiry. The commands are serialized in place
@@ -25,8 +30,9 @@
  * slot), each sent to its node.
  */
 import { ABSENT_RECORD, recordSize, writeRecord } from './redis-record';
-import { TAG_LENGTH, isGlobKey, parentGlobOf, tagOf, tagOfSource, tagSourceOf, type RedisKeyLayout } from './redis-keys';
-import { RespCommand, writeAscii, type BufferPool, type RawCommand } from './resp';
+import { KeyWriter, isDirectMember, isGlobKey, membersEntry, parentGlobOf, recordEntry, tagOf, tagOfSource, tagSourceOf, type RedisKeyLayout } from './redis-keys';
+import { slotOfTag } from './redis-slots';
+import { RespCommand, type BufferPool, type RawCommand } from './resp';
 import type { StoredResource } from './types';
 
 /** One coalesced pending operation, keyed by the URN / glob key it is about. */
@@ -35,36 +41,32 @@ export type Entry =
   | { kind: 'remove'; key: string; glob?: string }
   | { kind: 'absent'; key: string };
 
-type KeyKind = 'r' | 'm';
+/**
+ * Index upkeep of one segment: KEYS are the shards, one per operation, the
+ * first ARGV[1] operations add their entry (ARGV[i + 1]) and the rest remove
+ * theirs. In a cluster every shard of a batch group is on the group's slot.
+ */
+const INDEX_SCRIPT =
+  "local adds = tonumber(ARGV[1]) for i = 1, #KEYS do if i <= adds then redis.call('SADD', KEYS[i], ARGV[i + 1]) else redis.call('SREM', KEYS[i], ARGV[i + 1]) end end return #KEYS";
 
-/** Writes the Redis keys of the layout (`<prefix><kind>:{<tag>}:<key>`) straight into commands. */
-class KeyWriter {
-  private readonly prefix: Buffer;
+/** Index entries a segment adds and removes, with the shard each lives in. */
+class IndexOps {
+  readonly addShards: string[] = [];
+  readonly adds: string[] = [];
+  readonly removeShards: string[] = [];
+  readonly removes: string[] = [];
 
-  constructor(
-    private readonly layout: RedisKeyLayout,
-    /** Cluster: commands need their first key as a string to be routed. */
-    private readonly route: boolean,
-  ) {
-    this.prefix = Buffer.from(layout.prefix, 'utf8');
-  }
-
-  write(cmd: RespCommand, kind: KeyKind, key: string, tag: string, keyLen = Buffer.byteLength(key)): void {
-    if (this.route && cmd.firstKey === undefined) {
-      cmd.firstKey = kind === 'r' ? this.layout.resource(key, tag) : this.layout.members(key, tag);
-    }
-    let at = cmd.beginArg(this.prefix.length + 5 + TAG_LENGTH + keyLen);
-    const b = cmd.target;
-    b.set(this.prefix, at);
-    at += this.prefix.length;
-    b[at++] = kind.charCodeAt(0);
-    b[at++] = 0x3a; // ':'
-    b[at++] = 0x7b; // '{'
-    at = writeAscii(b, at, tag);
-    b[at++] = 0x7d; // '}'
-    b[at++] = 0x3a; // ':'
-    at += b.write(key, at, 'utf8');
-    cmd.endArg(at);
+  command(pool: BufferPool, route: boolean): RespCommand {
+    const shards = this.addShards.concat(this.removeShards);
+    const cmd = new RespCommand('eval', pool, 1024 + (this.adds.length + this.removes.length) * 160);
+    if (route) cmd.routing = ['', '1', shards[0]!];
+    cmd.string(INDEX_SCRIPT);
+    cmd.string(String(shards.length));
+    for (const k of shards) cmd.string(k);
+    cmd.string(String(this.adds.length));
+    for (const e of this.adds) cmd.string(e);
+    for (const e of this.removes) cmd.string(e);
+    return cmd;
   }
 }
 
@@ -81,12 +83,17 @@ class Segment {
   readonly absentCleared = new Set<string>();
   /** Globs marked absent in this segment. */
   readonly absentGlobs = new Set<string>();
+  index: IndexOps | undefined;
+  /** SADD of `i:slots`. */
+  slots: RespCommand | undefined;
 
-  all(): RespCommand[] {
+  all(pool: BufferPool, route: boolean): RespCommand[] {
     const out: RespCommand[] = [];
     if (this.del) out.push(this.del);
     if (this.mset) out.push(this.mset);
     out.push(...this.withExpiry, ...this.sadd.values(), ...this.srem.values());
+    if (this.index) out.push(this.index.command(pool, route));
+    if (this.slots) out.push(this.slots);
     return out;
   }
 }
@@ -116,8 +123,8 @@ export class WriteGroup {
   }
 
   /** Every command, in the order they must be sent. */
-  commands(): RespCommand[] {
-    return this.segments.flatMap((s) => s.all());
+  commands(pool: BufferPool, route: boolean): RespCommand[] {
+    return this.segments.flatMap((s) => s.all(pool, route));
   }
 }
 
@@ -135,6 +142,9 @@ export class WriteBatch {
    * its segment is current: marking that glob absent always starts a new one.
    */
   private lastMember: { glob: string; group: WriteGroup; segment: Segment; sadd: RespCommand } | undefined;
+  /** Slots of the shards this batch adds index entries to (each listed once in `i:slots`). */
+  private readonly slotsListed = new Set<number>();
+  private readonly layout: RedisKeyLayout;
 
   constructor(
     keys: RedisKeyLayout,
@@ -146,6 +156,32 @@ export class WriteBatch {
     private readonly entriesHint = 0,
   ) {
     this.keyWriter = new KeyWriter(keys, perSlot);
+    this.layout = keys;
+  }
+
+  /** Adds the index entry of what `tag` names to `seg`'s upkeep, and its slot to `i:slots`. */
+  private indexAdd(seg: Segment, entry: string, tag: string, e: Entry): void {
+    const slot = slotOfTag(tag);
+    const ops = (seg.index ??= new IndexOps());
+    ops.addShards.push(this.layout.indexShard(slot));
+    ops.adds.push(entry);
+    if (this.slotsListed.has(slot)) return;
+    this.slotsListed.add(slot);
+    // In a cluster `i:slots` has a slot (and a group) of its own.
+    const dir = this.perSlot ? this.group('i:slots', e).current : seg;
+    if (!dir.slots) {
+      dir.slots = new RespCommand('sadd', this.pool, 4096);
+      if (this.perSlot) dir.slots.firstKey = this.layout.indexSlots;
+      dir.slots.string(this.layout.indexSlots);
+    }
+    dir.slots.string(String(slot));
+  }
+
+  /** Removes the index entry of what `tag` names, in `seg`. */
+  private indexRemove(seg: Segment, entry: string, tag: string): void {
+    const ops = (seg.index ??= new IndexOps());
+    ops.removeShards.push(this.layout.indexShardOfTag(tag));
+    ops.removes.push(entry);
   }
 
   private group(tag: string, e: Entry): WriteGroup {
@@ -178,11 +214,11 @@ export class WriteBatch {
     switch (e.kind) {
       case 'put': {
         const r = e.res;
-        const source = tagSourceOf(r.key);
+        // A member's tag source is normally its glob (checked without building the parent glob).
+        const source = r.glob !== undefined && isDirectMember(r.key, r.glob) ? r.glob : tagSourceOf(r.key);
         const tag = tagOfSource(source);
         const keyLen = Buffer.byteLength(r.key);
         if (r.glob !== undefined) {
-          // A member's tag source is normally its glob: one lookup for both.
           const gtag = r.glob === source ? tag : tagOf(r.glob);
           const g = this.group(gtag, e);
           const last = this.lastMember;
@@ -196,6 +232,7 @@ export class WriteBatch {
             if (!seg.absentCleared.has(r.glob)) {
               seg.absentCleared.add(r.glob);
               kw.write(this.del(seg), 'r', r.glob, gtag);
+              this.indexAdd(seg, membersEntry(r.glob, gtag), gtag, e);
             }
             this.lastMember = { glob: r.glob, group: g, segment: seg, sadd };
           }
@@ -207,6 +244,7 @@ export class WriteBatch {
         let cmd: RespCommand;
         if (r.expiresAt === undefined) cmd = this.mset(seg);
         else seg.withExpiry.push((cmd = new RespCommand('set', this.pool, size + keyLen + 128)));
+        if (r.glob === undefined) this.indexAdd(seg, recordEntry(r.key, tag), tag, e);
         kw.write(cmd, 'r', r.key, tag, keyLen);
         const at = cmd.beginArg(size);
         cmd.endArg(writeRecord(cmd.target, at, r));
@@ -223,7 +261,11 @@ export class WriteBatch {
           const gtag = tagOf(glob);
           this.members(this.group(gtag, e).forMemberOp(glob).srem, 'srem', glob, gtag).string(e.key);
         }
-        kw.write(this.del(this.group(tagOf(e.key), e).current), 'r', e.key, tagOf(e.key));
+        const tag = tagOf(e.key);
+        const seg = this.group(tag, e).current;
+        kw.write(this.del(seg), 'r', e.key, tag);
+        // It may have been stored loose (by this or another relay): its index entry goes too.
+        this.indexRemove(seg, recordEntry(e.key, tag), tag);
         return;
       }
       case 'absent': {
@@ -232,6 +274,7 @@ export class WriteBatch {
         if (isGlobKey(e.key)) {
           seg = this.group(tag, e).forAbsentGlob(e.key);
           kw.write(this.del(seg), 'm', e.key, tag);
+          this.indexRemove(seg, membersEntry(e.key, tag), tag);
         } else {
           const parent = parentGlobOf(e.key);
           if (parent !== undefined) {
@@ -239,6 +282,7 @@ export class WriteBatch {
             this.members(this.group(ptag, e).forMemberOp(parent).srem, 'srem', parent, ptag).string(e.key);
           }
           seg = this.group(tag, e).current;
+          this.indexRemove(seg, recordEntry(e.key, tag), tag);
         }
         // The marker replaces the record (MSET overwrites it and drops its expiry).
         const mset = this.mset(seg);
@@ -252,8 +296,8 @@ export class WriteBatch {
   }
 
   /** The commands of one group, finished, in order. */
-  static finish(g: WriteGroup): { commands: RawCommand[]; release: () => void } {
-    const built = g.commands();
+  finish(g: WriteGroup): { commands: RawCommand[]; release: () => void } {
+    const built = g.commands(this.pool, this.perSlot);
     return { commands: built.map((c) => c.finish()), release: () => built.forEach((c) => c.release()) };
   }
 }

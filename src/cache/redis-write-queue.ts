@@ -191,7 +191,7 @@ export class RedisWriteQueue {
     const failed = new Set<Entry>();
     await Promise.all(
       [...batch.groups.values()].map(async (g) => {
-        const { commands, release } = WriteBatch.finish(g);
+        const { commands, release } = batch.finish(g);
         if (await this.conn.sendAll('write', commands, this.writeTimeoutMs)) release();
         // else: the bytes may still be queued on the socket; their buffers are left to the GC.
         else for (const e of g.entries) failed.add(e);

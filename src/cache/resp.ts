@@ -1,6 +1,7 @@
 /**
  * Redis commands serialized by us, straight into one buffer, for the write
- * path of the shared tier (redis-write-batch.ts).
+ * path of the shared tier (redis-write-batch.ts) and the warm start's MGETs
+ * (redis-warm-load.ts).
  *
  * Why: a chunk of writes is a few commands with thousands of arguments (MSET
  * of 1,000 records of 1 KB). Handed to ioredis as arguments, every record is
@@ -68,6 +69,11 @@ export class RespCommand {
   private argc = 0;
   /** First key argument, as a string, for cluster slot routing. */
   firstKey: string | undefined;
+  /**
+   * For commands whose first key is not their first argument (EVAL): the
+   * arguments ioredis reads to find it, e.g. `['', '1', key]`. Never sent.
+   */
+  routing: string[] | undefined;
 
   constructor(
     readonly name: string,
@@ -125,7 +131,8 @@ export class RespCommand {
     const headLen = Buffer.byteLength(head);
     if (headLen > HEAD_ROOM) throw new Error('RESP command header too long');
     this.buf.write(head, HEAD_ROOM - headLen, 'latin1');
-    return new RawCommand(this.name, this.firstKey, this.buf, this.buf.subarray(HEAD_ROOM - headLen, this.pos));
+    const routing = this.routing ?? (this.firstKey === undefined ? [] : [this.firstKey]);
+    return new RawCommand(this.name, routing, this.buf, this.buf.subarray(HEAD_ROOM - headLen, this.pos));
   }
 
   /** Returns the buffer to the pool; only after the command's reply arrived. */
@@ -138,13 +145,13 @@ export class RespCommand {
 export class RawCommand extends Command {
   constructor(
     name: string,
-    firstKey: string | undefined,
+    /** Arguments ioredis derives the cluster slot from (RespCommand.routing); the bytes sent are `wire`. */
+    routing: string[],
     /** The whole buffer (to release), of which `wire` is the command. */
     readonly buffer: Buffer,
     private readonly wire: Buffer,
   ) {
-    // The key is only used by ioredis to pick the cluster slot; the bytes sent are `wire`.
-    super(name, firstKey === undefined ? [] : [firstKey]);
+    super(name, routing);
   }
 
   override toWritable(_socket: object): Buffer {

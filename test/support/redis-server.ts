@@ -13,6 +13,8 @@
  * instead, so the test runs and FAILS on the missing binary.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { after, before } from 'node:test';
+import Redis from 'ioredis';
 import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -301,5 +303,34 @@ export class RedisCluster {
 
   async dispose(): Promise<void> {
     await Promise.all(this.nodes.map((n) => n.dispose()));
+  }
+}
+
+/**
+ * One redis-server for a test suite (call inside `describe`), with a raw
+ * client: started before the suite's tests; after them, the stores handed to
+ * `closeAfter` are closed, then the client and the server.
+ */
+export class RedisSuite {
+  server!: RedisServer;
+  raw!: Redis;
+  private readonly stores: Array<{ close(): Promise<void> }> = [];
+
+  constructor() {
+    before(async () => {
+      this.server = await RedisServer.start();
+      this.raw = new Redis(this.server.url);
+    });
+    after(async () => {
+      await Promise.all(this.stores.map((s) => s.close()));
+      this.raw?.disconnect();
+      await this.server?.dispose();
+    });
+  }
+
+  /** `store`, closed after the suite. */
+  closeAfter<T extends { close(): Promise<void> }>(store: T): T {
+    this.stores.push(store);
+    return store;
   }
 }
