@@ -296,12 +296,21 @@ async function wireRelay(
   // memory before any upstream stream opens; leftovers nobody subscribed to are
   // dropped once every upstream is connected.
   if (canWarmLoad(shared)) {
+    // What the warm start puts in memory, for the clients that asked for it meanwhile.
+    const admitted = new Set<string>();
     const warm = await warmStart(
       shared,
-      (r) => !cache.get(r.key) && !cache.isAbsent(r.key) && store.admit(r) !== undefined,
+      (r) => {
+        if (cache.get(r.key) || cache.isAbsent(r.key) || store.admit(r) === undefined) return false;
+        admitted.add(r.key);
+        if (r.glob !== undefined) admitted.add(r.glob);
+        return true;
+      },
       (config.redis ?? sharedStoreTimings()).warmTimeoutMs,
     );
     logger.info(warm, 'warm start from redis');
+    // Clients that connected during the load and whose read-through found nothing are answered now.
+    engine.answerFromMemory(admitted);
     if (warm.loaded > 0) {
       const stopWarmEviction = whenAllConnected(upstreams.values(), () => {
         const n = engine.evictAllUnclaimed();

@@ -8,6 +8,8 @@ import assert from 'node:assert/strict';
 import { FanOut } from '../src/engine/fan-out';
 import { CLUSTER, LISTENER } from './support/names';
 import { L, setup } from './support/engine-harness';
+import { makeResource } from './support/origin';
+import { resourceCodec } from '../src/proto/messages';
 
 test('engine: two watchers of one key make one upstream subscription; the last to leave releases it', () => {
   const { a, client } = setup();
@@ -106,4 +108,25 @@ test('engine: an answer to an explicit legacy name does not count as the wildcar
   assert.deepEqual(removed(), [], 'y is not removed on a guess');
   push(legacy, CLUSTER, [['z', 'v1']]);
   assert.deepEqual(removed(), ['y'], 'the wildcard answer (a resource only it covers) reconciles');
+});
+
+test('engine: clients waiting on an away upstream are answered from what a warm start puts in memory after they asked', () => {
+  const { a, store, engine, client } = setup();
+  a.connected = false;
+  const globClient = client();
+  globClient.subscribe([L('g/*')]);
+  const single = client();
+  single.subscribe([L('x')]);
+  assert.equal(globClient.stream.sent.length + single.stream.sent.length, 0, 'nothing known yet: both wait');
+  const stored = (name: string, glob?: string) => ({
+    key: name,
+    typeUrl: LISTENER,
+    version: 'v1',
+    resource: resourceCodec.encode(makeResource(LISTENER, name, `${name}@v1`, 'v1')),
+    ...(glob ? { glob } : {}),
+  });
+  for (const r of [stored(L('g/m1'), L('g/*')), stored(L('g/m2'), L('g/*')), stored(L('x'))]) store.admit(r);
+  engine.answerFromMemory([L('g/m1'), L('g/m2'), L('g/*'), L('x')]);
+  assert.deepEqual(globClient.stream.decoded().flatMap((r) => r.resources!.map((x) => x.name)).sort(), [L('g/m1'), L('g/m2')]);
+  assert.deepEqual(single.stream.decoded().flatMap((r) => r.resources!.map((x) => x.name)), [L('x')]);
 });

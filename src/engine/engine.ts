@@ -278,6 +278,23 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
     this.opts.store.evictUnclaimed(sub.key, sub.isCollection, (k) => this.index.has(k));
   }
 
+  /**
+   * `keys` (resources and globs) reached memory from the shared tier without
+   * a fan-out (a warm start that finished after clients had asked for them):
+   * their subscribers are answered from memory now, as a read-through would
+   * have answered them. A glob whose upstream is connected waits for the
+   * upstream, as on a miss.
+   */
+  answerFromMemory(keys: Iterable<string>): void {
+    const fan = new FanOut();
+    for (const key of keys) {
+      const sub = this.index.get(key);
+      if (!sub || sub.watchers.size === 0 || (sub.isCollection && sub.upstream.connected)) continue;
+      for (const [watcher, spellings] of sub.watchers) this.answer(watcher, sub, spellings, fan, true);
+    }
+    fan.finish();
+  }
+
   /** Warm-start leftovers no subscription claims, once every upstream is connected. */
   evictAllUnclaimed(): number {
     return this.opts.store.evictAllUnclaimed((k) => this.index.has(k));
