@@ -4,27 +4,16 @@ export interface FanOutTarget {
 }
 
 /**
- * Time one turn of the event loop may spend flushing a round's targets (ms);
- * the rest of the round is flushed in the turns after it.
- */
-export const FLUSH_BUDGET_MS = 8;
-
-/** Targets flushed between two looks at the clock. */
-const FLUSHES_PER_CLOCK_READ = 16;
-
-/**
  * One round of changes: every target touched while it runs is flushed once at
  * the end, so a client gets one response per round, and targets that must
  * send the same content share one encoding through `memo` (keyed by protocol,
  * then by whatever identifies the content). The engine is protocol-neutral:
  * it only opens and finishes rounds.
  *
- * A round that touched many targets (one change to ten thousand clients) is
- * flushed in slices of about FLUSH_BUDGET_MS, yielding between them, so that
- * other clients' requests and upstream updates are not held up behind it.
- * Deferring a flush changes nothing but its time: a target flushes what it has
- * pending then, and a later round that flushes it first leaves this one
- * nothing to send.
+ * A round is flushed in one go, however many clients it touched: yielding in
+ * the middle of a fan-out lets the ACKs of the clients already sent to in
+ * first, and the last client waits for them (one change to 10,000 clients
+ * took ~1.6 times as long, bench row 1).
  */
 export class FanOut {
   private readonly touched = new Set<FanOutTarget>();
@@ -49,19 +38,10 @@ export class FanOut {
     return this.touched.size;
   }
 
-  /** Flushes every touched target (in slices, see above); `done` runs once the last one is flushed. */
+  /** Flushes every touched target; `done` runs once they all are. */
   finish(done?: () => void): void {
-    const deadline = performance.now() + FLUSH_BUDGET_MS;
-    let flushed = 0;
-    for (const t of this.touched) {
-      // Deleting the entry being visited is safe while iterating a Set.
-      this.touched.delete(t);
-      t.flush(this);
-      if (++flushed % FLUSHES_PER_CLOCK_READ === 0 && this.touched.size > 0 && performance.now() >= deadline) {
-        setImmediate(() => this.finish(done));
-        return;
-      }
-    }
+    for (const t of this.touched) t.flush(this);
+    this.touched.clear();
     done?.();
   }
 }
