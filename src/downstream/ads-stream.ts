@@ -37,7 +37,13 @@ export interface AdsStreamOptions {
   onClose(stream: AdsStream): void;
 }
 
-/** A request up to this size is applied as it arrives (when its stream has nothing waiting); a larger one waits for a turn. */
+/**
+ * A request up to this size is applied as it arrives, when nothing waits for a
+ * turn (its stream's or anyone's); a larger one, or any while streams wait,
+ * waits for a turn. Under load the event loop's reading of sockets then does
+ * no request work: an upstream update is read and sent on without waiting for
+ * every request that arrived beside it.
+ */
 const INLINE_REQUEST_BYTES = 16 * 1024;
 /** Names of one subscribe list applied per turn: a few milliseconds of work. */
 export const SUBSCRIBE_SLICE = 256;
@@ -181,7 +187,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
 
   private onData(bytes: Buffer): void {
     if (this.closed) return;
-    if (!this.queued && bytes.length <= INLINE_REQUEST_BYTES) {
+    if (!this.queued && bytes.length <= INLINE_REQUEST_BYTES && this.opts.scheduler.waiting === 0) {
       this.apply(bytes);
       return;
     }
