@@ -103,13 +103,9 @@ function perScrape(read: () => TypeCounts): () => TypeCounts {
 function activeHandleTypes(): TypeCounts {
   // process._getActiveHandles is undocumented (prom-client reads it too); it lists the handle objects.
   const list = (process as unknown as { _getActiveHandles?: () => unknown[] })._getActiveHandles?.() ?? [];
-  // Counted by constructor first, named after: thousands of sockets share one constructor, and reading
-  // `constructor.name` per handle costs several times the lookup of `constructor`.
-  const byConstructor = new Map<unknown, number>();
-  for (const h of list) {
-    const c = (h as { constructor?: unknown } | null)?.constructor;
-    if (c !== undefined) byConstructor.set(c, (byConstructor.get(c) ?? 0) + 1);
-  }
+  // Counted by constructor first, named after: thousands of sockets share one constructor, and
+  // reading `constructor.name` per handle costs several times the lookup of `constructor`.
+  const byConstructor = countRuns(list, (h) => (h as { constructor?: unknown } | null)?.constructor);
   const byType = new Map<string, number>();
   for (const [c, n] of byConstructor) {
     const type = (c as { name?: string }).name;
@@ -121,9 +117,30 @@ function activeHandleTypes(): TypeCounts {
 
 function activeResourceTypes(): TypeCounts {
   const list = process.getActiveResourcesInfo();
-  const byType = new Map<string, number>();
-  for (const type of list) byType.set(type, (byType.get(type) ?? 0) + 1);
-  return { byType, total: list.length };
+  return { byType: countRuns(list, (type) => type), total: list.length };
+}
+
+/**
+ * How many items of `list` have each key (undefined keys left out). The
+ * runtime lists handles of one kind together, so counting runs of one key
+ * touches the map once per run rather than once per item.
+ */
+function countRuns<T, K>(list: readonly T[], keyOf: (item: T) => K | undefined): Map<K, number> {
+  const counts = new Map<K, number>();
+  let key: K | undefined;
+  let run = 0;
+  for (const item of list) {
+    const k = keyOf(item);
+    if (k === key) {
+      run++;
+      continue;
+    }
+    if (key !== undefined) counts.set(key, (counts.get(key) ?? 0) + run);
+    key = k;
+    run = 1;
+  }
+  if (key !== undefined) counts.set(key, (counts.get(key) ?? 0) + run);
+  return counts;
 }
 
 function setByType(gauge: client.Gauge, byType: Map<string, number>): void {
