@@ -23,19 +23,21 @@ export const SCALE_FANOUT_SPEED = 0.9;
 /** Relay CPU ÷ bare grpc-js's per fan-out at 50,000 streams (row 8). */
 export const SCALE_CPU_RATIO = 1.15;
 
-/** `value` ≥ `bound` (a speed: higher is better). */
-export function atLeast(target: string, value: number, bound: number, digits = 2): TargetCheck {
-  return { target: `${target} ≥ ${bound}`, value: fmt(value, digits), verdict: Number.isFinite(value) && value >= bound ? 'met' : 'missed' };
+/** Judged only at full size: a value the run did not measure (quick mode) is shown as not judged. */
+const NOT_AT_THIS_SIZE = 'not at this size (--full)';
+
+/** `value` ≥ `bound` (a speed: higher is better); undefined: not measured in this run. */
+export function atLeast(target: string, value: number | undefined, bound: number, digits = 2): TargetCheck {
+  const text = `${target} ≥ ${bound}`;
+  if (value === undefined) return { target: text, value: NOT_AT_THIS_SIZE, verdict: 'n/a' };
+  return { target: text, value: fmt(value, digits), verdict: Number.isFinite(value) && value >= bound ? 'met' : 'missed' };
 }
 
-/** `value` ≤ `bound` (a cost: lower is better). */
-export function atMost(target: string, value: number, bound: number, digits = 2, unit = ''): TargetCheck {
-  return { target: `${target} ≤ ${bound}${unit}`, value: `${fmt(value, digits)}${unit}`, verdict: Number.isFinite(value) && value <= bound ? 'met' : 'missed' };
-}
-
-/** A target the run cannot judge at this size (quick mode). */
-export function notMeasured(target: string, why: string): TargetCheck {
-  return { target, value: why, verdict: 'n/a' };
+/** `value` ≤ `bound` (a cost: lower is better); undefined: not measured in this run. */
+export function atMost(target: string, value: number | undefined, bound: number, digits = 2, unit = ''): TargetCheck {
+  const text = `${target} ≤ ${bound}${unit}`;
+  if (value === undefined) return { target: text, value: NOT_AT_THIS_SIZE, verdict: 'n/a' };
+  return { target: text, value: `${fmt(value, digits)}${unit}`, verdict: Number.isFinite(value) && value <= bound ? 'met' : 'missed' };
 }
 
 /** One line per verdict: ✅ met, ❌ missed, – not judged. */

@@ -38,10 +38,8 @@ export class FanOut {
     return this.touched.size;
   }
 
-  /** Flushes every touched target; `done` runs once they all are. */
-  finish(done?: () => void): void {
+  finish(): void {
     for (const t of this.touched) t.flush(this);
     this.touched.clear();
-    done?.();
   }
 }

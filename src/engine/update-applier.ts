@@ -109,13 +109,9 @@ export class UpdateApplier {
         store.commit();
       }
       touched ||= fan.size > 0;
-      if (next < items) {
-        fan.finish();
-        return false;
-      }
-      fan.finish(() => {
-        if (touched || update.resources.length > 0) metrics.pushLatency.observe(Number(process.hrtime.bigint() - update.receivedAt) / 1e9);
-      });
+      fan.finish();
+      if (next < items) return false;
+      if (touched || update.resources.length > 0) metrics.pushLatency.observe(Number(process.hrtime.bigint() - update.receivedAt) / 1e9);
       return true;
     });
   }
