@@ -21,7 +21,7 @@ import { CLUSTER } from '../support/names';
 import { TestOrigin } from '../support/origin';
 import type { BadClientsConfig, BadClientsReport } from './bad-clients';
 import type { SoakContext } from './context';
-import { DeliveryRecorder, percentile, sleep, waitFor } from './lib';
+import { DeliveryRecorder, gauge, percentile, sleep, waitFor } from './lib';
 import { World } from './world';
 
 const FAIR_P99_MS = 50;
@@ -96,10 +96,10 @@ export async function runStorm(ctx: SoakContext): Promise<void> {
       const t = performance.now();
       const text = await relay.metrics().catch(() => '');
       scrapeMs.push(performance.now() - t);
-      const p99 = gaugeMs(text, 'nodejs_eventloop_lag_p99_seconds');
-      const max = gaugeMs(text, 'nodejs_eventloop_lag_max_seconds');
-      if (p99 !== undefined) lagP99Ms.push(p99);
-      if (max !== undefined) lagMaxMs.push(max);
+      if (text !== '') {
+        lagP99Ms.push(gauge(text, 'nodejs_eventloop_lag_p99_seconds') * 1000);
+        lagMaxMs.push(gauge(text, 'nodejs_eventloop_lag_max_seconds') * 1000);
+      }
       await sleep(1000);
     }
   })();
@@ -199,10 +199,4 @@ function pushLatencyBuckets(after: string, before: string): { count: number; wit
     within50msPct: count > 0 ? (100 * within50) / count : 100,
     p99Bound: p99 === undefined ? 'n/a' : p99.le === '+Inf' ? 'more than 2.5 s' : `${Number(p99.le) * 1000} ms`,
   };
-}
-
-/** A gauge of the text exposition, in ms (the value is in seconds). */
-function gaugeMs(text: string, name: string): number | undefined {
-  const m = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
-  return m ? Number(m[1]) * 1000 : undefined;
 }
