@@ -70,3 +70,21 @@ test('state (SotW): a collection answered by a large update is sent whole, never
   const first = discoveryResponseCodec.decode(c.stream.sent[0]!.bytes);
   assert.equal(first.resources!.length, MEMBERS, 'the first state of the world holds every member');
 });
+
+test('engine: an update that fails to apply in a later slice is dropped with an error, and the updates behind it still apply', async () => {
+  const { a, client, push } = setup();
+  const faulty = client();
+  faulty.subscribe([L('g/*')]);
+  const other = client();
+  other.subscribe([L('x')]);
+  // A fault no real client produces: sending to this client throws, from the second response on.
+  let sends = 0;
+  const send = faulty.stream.send.bind(faulty.stream);
+  faulty.stream.send = (s, r) => {
+    if (++sends > 1) throw new Error('injected send failure');
+    send(s, r);
+  };
+  push(a, LISTENER, members('v1'));
+  push(a, LISTENER, [[L('x'), 'v1']]);
+  await until(() => held(other.stream).get(L('x')) === 'v1', 'the update queued behind the failed one is applied');
+});

@@ -67,7 +67,6 @@ export class UpdateApplier {
    */
   private readonly queue: ApplyTask[] = [];
   private turnScheduled = false;
-  private applying = false;
 
   /**
    * Resources, removals and errors from one upstream response; `first` runs
@@ -154,21 +153,28 @@ export class UpdateApplier {
   /** Queues `task`; with nothing queued before it, its first slice runs now. */
   private enqueue(task: ApplyTask): void {
     this.queue.push(task);
-    if (this.queue.length === 1 && !this.applying && !this.turnScheduled) this.runTurn();
+    // A task stays first in the queue while it runs: one queued from inside it waits for a turn.
+    if (this.queue.length === 1 && !this.turnScheduled) this.runTurn();
   }
 
-  /** Runs queued tasks in order until the budget is spent, then yields to the event loop. */
+  /**
+   * Runs queued tasks in order until the budget is spent, then yields to the
+   * event loop. A task that throws is dropped with an error line, as one
+   * update that fails to apply is: the relay keeps what it had and goes on.
+   */
   private runTurn(): void {
-    this.applying = true;
-    try {
-      const deadline = performance.now() + APPLY_BUDGET_MS;
-      while (this.queue.length > 0) {
-        if (!this.queue[0]!(deadline)) break;
-        this.queue.shift();
-        if (performance.now() >= deadline) break;
+    const deadline = performance.now() + APPLY_BUDGET_MS;
+    while (this.queue.length > 0) {
+      let done: boolean;
+      try {
+        done = this.queue[0]!(deadline);
+      } catch (err) {
+        this.opts.logger.error({ err }, 'failed to apply upstream update; the rest of it is dropped');
+        done = true;
       }
-    } finally {
-      this.applying = false;
+      if (!done) break;
+      this.queue.shift();
+      if (performance.now() >= deadline) break;
     }
     if (this.queue.length > 0 && !this.turnScheduled) {
       this.turnScheduled = true;

@@ -457,7 +457,7 @@ export class GrpcUpstream implements UpstreamPort {
     } catch (err) {
       this.opts.logger.error({ authority: this.label, err }, 'failed to apply upstream response');
     }
-    // ACK what we stored: the relay keeps serving the last good state either way.
+    // ACK what passed the checks (the engine applies it in turn, a large update in slices): the relay keeps serving the last good state either way.
     if (checked.nonce) this.send({ type_url: checked.typeUrl, response_nonce: checked.nonce }, 'ack');
   }
 }
