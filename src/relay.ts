@@ -296,21 +296,21 @@ async function wireRelay(
   // memory before any upstream stream opens; leftovers nobody subscribed to are
   // dropped once every upstream is connected.
   if (canWarmLoad(shared)) {
-    // What the warm start puts in memory, for the clients that asked for it meanwhile.
-    const admitted = new Set<string>();
+    // What the warm start puts in memory that clients asked for meanwhile (a later subscriber finds it in memory).
+    const awaited = new Set<string>();
     const warm = await warmStart(
       shared,
       (r) => {
         if (cache.get(r.key) || cache.isAbsent(r.key) || store.admit(r) === undefined) return false;
-        admitted.add(r.key);
-        if (r.glob !== undefined) admitted.add(r.glob);
+        if (engine.subscription(r.key)) awaited.add(r.key);
+        if (r.glob !== undefined && engine.subscription(r.glob)) awaited.add(r.glob);
         return true;
       },
       (config.redis ?? sharedStoreTimings()).warmTimeoutMs,
     );
     logger.info(warm, 'warm start from redis');
     // Clients that connected during the load and whose read-through found nothing are answered now.
-    engine.answerFromMemory(admitted);
+    engine.answerFromMemory(awaited);
     if (warm.loaded > 0) {
       const stopWarmEviction = whenAllConnected(upstreams.values(), () => {
         const n = engine.evictAllUnclaimed();
