@@ -110,11 +110,13 @@ export function createFleetCsds(opts: FleetCsdsOptions): FleetCsds {
       if (request.node_matchers) peerRequest.node_matchers = request.node_matchers;
       if (request.exclude_resource_contents) peerRequest.exclude_resource_contents = true;
       const peerTimeout = deadlineMs === undefined ? timeoutMs : Math.max(1, Math.min(timeoutMs, deadlineMs - Date.now() - ANSWER_MARGIN_MS));
+      // One channel setup per answer (with TLS it reads the certificate files), shared by every peer.
+      let channel: ChannelSetup | undefined;
       const answers = await Promise.all(
         peers.map((m): Promise<PeerAnswer> =>
           m.address === null
             ? Promise.resolve({ ok: false, error: 'no advertised address (set --advertise or POD_IP)' })
-            : askPeer(m.address, peerRequest, opts.peerChannel(), peerTimeout),
+            : askPeer(m.address, peerRequest, (channel ??= opts.peerChannel()), peerTimeout),
         ),
       );
 
