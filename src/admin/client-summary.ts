@@ -1,9 +1,9 @@
 /**
  * Clients at a glance, for the admin home page: each client stream's status
  * per resource type, counts per type and status, and the NACK messages most
- * clients sent. Built from the same status source as CSDS and the
- * xdstp_relay_clients gauge (src/downstream/status-view.ts), so NACKED and
- * STALE mean what they mean there. Read-only.
+ * clients sent. Built from the same status source as CSDS
+ * (src/downstream/status-view.ts), whose verdicts the xdstp_relay_clients
+ * gauge counts too, so NACKED and STALE mean what they mean there. Read-only.
  */
 import type { StatusClientView, StatusView } from './relay-views';
 import type { ClientStreamInfo } from './debug';

@@ -6,7 +6,7 @@ import type { Node } from '../proto/messages';
 import type { CacheView, SharedTierView, SubscriptionView, TypeStateView, UpstreamStatusView } from './relay-views';
 import { decodeResource, type PayloadDecoder } from './payload';
 
-/** What /debug/clients needs of a downstream stream (src/downstream/client-stream.ts). */
+/** What /debug/clients needs of a downstream stream (src/downstream/ads-stream.ts). */
 export interface ClientStreamInfo {
   readonly id: number;
   readonly peer: string;

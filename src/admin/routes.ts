@@ -46,7 +46,7 @@ export interface AdminSources {
   readonly serverInfo?: ServerInfoSource;
   /** Per-client config status (CSDS's source) for the home page's client statuses and NACK messages. */
   readonly status?: StatusView;
-  /** What a stream's `held` map stores for a name the client was told does not exist (downstream/subscription-state.ts TOLD_ABSENT). */
+  /** What a stream's `held` map stores for a name the client was told does not exist (downstream/outgoing.ts TOLD_ABSENT). */
   readonly toldAbsent: string;
   /** The fleet as this relay sees it, for /debug/fleet (src/fleet/registry.ts; absent: not served). */
   readonly fleet?: () => Promise<Record<string, unknown>>;
@@ -55,7 +55,6 @@ export interface AdminSources {
 /** Known upstream states; grows (boundedly) with states other upstream kinds report. */
 const UPSTREAM_STATES = ['idle', 'connecting', 'ready', 'backoff', 'closed'];
 
-export type { Readiness };
 
 /** Ready = listening, not draining, and either an upstream is connected or the cache can serve. */
 export function readiness(sources: AdminSources): Readiness {

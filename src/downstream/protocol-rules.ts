@@ -14,7 +14,6 @@ export const CLUSTER_TYPE = 'type.googleapis.com/envoy.config.cluster.v3.Cluster
 export const LEGACY_WILDCARD_TYPES: ReadonlySet<string> = new Set([LISTENER_TYPE, CLUSTER_TYPE]);
 
 export interface ProtocolRules {
-  readonly protocol: Protocol;
   /** Whether every response for `typeUrl` carries the client's whole state of the world (not only what changed). */
   sendsWholeWorld(typeUrl: string): boolean;
   /** Whether a request answering the response `nonce` is acted on, `lastNonce` being the last one sent. */
@@ -35,7 +34,6 @@ export interface ProtocolRules {
  * (docs/subscription-semantics.md).
  */
 export const DELTA_RULES: ProtocolRules = {
-  protocol: 'delta',
   sendsWholeWorld: () => false,
   answerCounts: () => true,
   readsAsWildcard: (typeUrl, first) => first && LEGACY_WILDCARD_TYPES.has(typeUrl),
@@ -49,7 +47,6 @@ export const DELTA_RULES: ProtocolRules = {
  * carry the whole state.
  */
 export const SOTW_RULES: ProtocolRules = {
-  protocol: 'sotw',
   sendsWholeWorld: (typeUrl) => LEGACY_WILDCARD_TYPES.has(typeUrl),
   answerCounts: (nonce, lastNonce) => nonce === lastNonce,
   readsAsWildcard: (typeUrl, _first, namedBefore) => !namedBefore && LEGACY_WILDCARD_TYPES.has(typeUrl),

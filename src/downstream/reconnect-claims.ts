@@ -26,10 +26,6 @@ export class ReconnectClaims {
     this.names.add(name);
   }
 
-  has(name: string): boolean {
-    return this.names.has(name);
-  }
-
   /** No claim is left. */
   get empty(): boolean {
     return this.names.size === 0;

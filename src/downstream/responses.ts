@@ -11,7 +11,7 @@ import type { ResponseBuilder, SubscriptionState } from './subscription-state';
  * Benchmark ablation only (bench/ scenario 2, the CLI's hidden
  * `--no-share-responses`, bench/README.md): response builders made after
  * this call encode every client's response separately, to measure what
- * encoding once per round saves. The relay itself never calls it.
+ * encoding once per round saves. Only the CLI calls it, for that flag.
  */
 export function stopSharingResponses(): void {
   sharingResponses = false;

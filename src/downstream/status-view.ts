@@ -127,8 +127,8 @@ function subscribes(state: SubscriptionState, sub: Subscription): boolean {
 
 /**
  * The worst severity among stateResources(state), in time that does not grow
- * with the names the client subscribes or has not ACKed: scrapes call it for
- * every stream. A name can only be NACKed if it is in `rejected`, and only
+ * with the names the client subscribes or has not ACKed: the client-status
+ * counts call it for every stream that changed since the last scrape. A name can only be NACKed if it is in `rejected`, and only
  * stale if a change for it is on its way or it was kept behind (fleet mode),
  * so those are the only names looked at, and the first one still listed
  * decides. The verdicts are stateResources' (test/clients-gauge.test.ts holds

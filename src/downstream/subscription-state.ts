@@ -47,8 +47,7 @@ function mayNameCollection(name: string): boolean {
 }
 
 /**
- * One client stream's state for one type URL — the only place that knows the
- * per-client protocol rules. Every spelling the client used, its
+ * One client stream's state for one type URL. Every spelling the client used, its
  * collections, wildcard mode, coalescing while slow; what it was sent, holds
  * and answered is kept in its ACK ledger (ack-ledger.ts). The engine tells
  * it entry changes (it is the engine's Watcher); it turns them into pending

@@ -3,9 +3,6 @@ import type { FanOut } from './fan-out';
 import type { Rejection, ResourceKey } from './routing';
 import type { Spellings, Subscription, Watcher } from './subscription';
 
-// Watchers, their updates and spellings live with Subscription; re-exported
-// for the modules that import them from here.
-
 /** Decides whether a client may join a key; the authorization policy implements it. */
 export interface JoinAuthorizer {
   /** `authority`: the xdstp authority, or null for legacy names (the default upstream). */

@@ -96,10 +96,6 @@ export class FleetRegistry {
 
   constructor(private readonly opts: FleetRegistryOptions) {}
 
-  get id(): string {
-    return this.opts.id;
-  }
-
   get ttlMs(): number {
     return this.opts.ttlMs;
   }
