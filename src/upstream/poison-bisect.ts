@@ -47,8 +47,9 @@ export interface PoisonBisectOptions {
   isDesired(typeUrl: string, name: string): boolean;
 }
 
-function pairKey(p: NamePair): string {
-  return `${p.typeUrl}\n${p.name}`;
+/** One key for a type URL and a name (the upstream's bookkeeping of names per type). */
+export function pairKey(typeUrl: string, name: string): string {
+  return `${typeUrl}\n${name}`;
 }
 
 export class PoisonBisect {
@@ -102,7 +103,7 @@ export class PoisonBisect {
 
   /** The name is no longer wanted: stop holding it (it is skipped when its group comes up). */
   forget(typeUrl: string, name: string): void {
-    if (this.strikes.size > 0) this.strikes.delete(pairKey({ typeUrl, name }));
+    if (this.strikes.size > 0) this.strikes.delete(pairKey(typeUrl, name));
     // Unsubscribed after its probe went out: the probe's confirmation no
     // longer speaks for it, and must not release a hold taken when the name
     // is subscribed again.
@@ -166,7 +167,7 @@ export class PoisonBisect {
     for (const batch of this.unconfirmed) {
       if (!batch.probe) {
         for (const p of batch.pairs) {
-          const key = pairKey(p);
+          const key = pairKey(p.typeUrl, p.name);
           if (seen.has(key) || !this.opts.isDesired(p.typeUrl, p.name) || !this.hold(p)) continue;
           seen.add(key);
           suspects.push(p);
@@ -182,7 +183,7 @@ export class PoisonBisect {
           back.push(pairs);
           continue;
         }
-        const key = pairKey(pairs[0]);
+        const key = pairKey(pairs[0].typeUrl, pairs[0].name);
         const strikes = (this.strikes.get(key) ?? 0) + 1;
         if (strikes >= (this.opts.strikes ?? 2)) {
           rejected.push(pairs[0]);

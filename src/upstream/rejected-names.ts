@@ -5,15 +5,14 @@
  * to names subscribed again meanwhile. Pure: the caller passes the clock and
  * decides when owed rejections are told.
  */
-function pairKey(typeUrl: string, name: string): string {
-  return `${typeUrl}\n${name}`;
-}
+import { pairKey } from './poison-bisect';
+import { addTo, byType, pairsOf } from './subscription-ledger';
 
 export class RejectedNames {
   /** Rejected names → when they may be asked upstream again (ms since the epoch). */
   private readonly until = new Map<string, number>();
   /** Names subscribed again while rejected, per type URL, to be told they are rejected. */
-  private owed = new Map<string, Set<string>>();
+  private readonly owed = new Map<string, Set<string>>();
 
   /** Rejected names still remembered (some may be past their retry time). */
   get size(): number {
@@ -36,16 +35,13 @@ export class RejectedNames {
 
   /** Remembers that the name's subscriber must hear it is rejected. */
   owe(typeUrl: string, name: string): void {
-    let names = this.owed.get(typeUrl);
-    if (!names) this.owed.set(typeUrl, (names = new Set()));
-    names.add(name);
+    addTo(this.owed, typeUrl, name);
   }
 
   /** The owed rejections, taken out: names per type URL, each in the order first owed. */
   takeOwed(): Map<string, string[]> {
-    const out = new Map<string, string[]>();
-    for (const [typeUrl, names] of this.owed) if (names.size > 0) out.set(typeUrl, [...names]);
-    this.owed = new Map();
+    const out = byType(pairsOf(this.owed));
+    this.owed.clear();
     return out;
   }
 }

@@ -13,7 +13,7 @@ export interface PendingChange {
   unsubscribe: string[];
 }
 
-function addTo(map: Map<string, Set<string>>, typeUrl: string, name: string): void {
+export function addTo(map: Map<string, Set<string>>, typeUrl: string, name: string): void {
   let set = map.get(typeUrl);
   if (!set) map.set(typeUrl, (set = new Set()));
   set.add(name);
@@ -23,7 +23,7 @@ function removeFrom(map: Map<string, Set<string>>, typeUrl: string, name: string
   map.get(typeUrl)?.delete(name);
 }
 
-function pairsOf(map: Map<string, Set<string>>): NamePair[] {
+export function pairsOf(map: Map<string, Set<string>>): NamePair[] {
   const out: NamePair[] = [];
   for (const [typeUrl, names] of map) for (const name of names) out.push({ typeUrl, name });
   return out;
