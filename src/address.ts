@@ -7,3 +7,8 @@ export function splitHostPort(address: string): { host: string; port: number } |
   const host = m[1].startsWith('[') ? m[1].slice(1, -1) : m[1];
   return { host, port };
 }
+
+/** `0.0.0.0`, `::` (bracketed or not) or an empty host: listens everywhere, dials nowhere. */
+export function isWildcardHost(host: string): boolean {
+  return host === '' || /^0+(\.0+){3}$/.test(host) || /^\[?[0:]+\]?$/.test(host);
+}

@@ -1,5 +1,5 @@
 import * as fs from 'node:fs';
-import { splitHostPort } from './address';
+import { isWildcardHost, splitHostPort } from './address';
 import { parseRedisSpec } from './cache/redis-spec';
 import { DEFAULT_PREFIX, validatePrefix } from './cache/redis-keys';
 import { isLogLevel, LOG_LEVELS } from './log';
@@ -163,11 +163,11 @@ export function resolveConfig(input: RelayConfigInput): RelayConfig {
 }
 
 /**
- * The timings of a shared store that came without RedisSettings (one an
- * in-process caller hands startRelay): those `--redis` would have by default.
+ * The warm-start budget of a shared store that came without RedisSettings
+ * (one an in-process caller hands startRelay): what `--redis` has by default.
  */
-export function sharedStoreTimings(): Pick<RedisSettings, 'warmTimeoutMs' | 'fleetHeartbeatTtlMs'> {
-  return { warmTimeoutMs: DEFAULTS.redisWarmTimeoutMs, fleetHeartbeatTtlMs: DEFAULTS.fleetHeartbeatTtlMs };
+export function sharedWarmTimeoutMs(): number {
+  return DEFAULTS.redisWarmTimeoutMs;
 }
 
 /** A configuration problem, with where it was found (flag or config-file path). */
@@ -319,11 +319,6 @@ function checkAdvertise(raw: unknown, problems: ConfigError[]): string | null {
     return null;
   }
   return v as string;
-}
-
-/** `0.0.0.0`, `::`, `[::]` or an empty host: listens everywhere, dials nowhere. */
-export function isWildcardHost(host: string): boolean {
-  return host === '' || host === '0.0.0.0' || host === '::' || host === '[::]' || /^0+(\.0+){3}$/.test(host) || /^[0:]+$/.test(host);
 }
 
 function checkUris(path: string, list: string, problems: ConfigError[]): string[] {

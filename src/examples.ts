@@ -4,6 +4,7 @@
  * fresh checkout runs something useful with no control plane and no Redis.
  */
 import * as path from 'node:path';
+import { isWildcardHost } from './address';
 
 export const EXAMPLES_AUTHORITY = 'examples.local';
 
@@ -23,6 +24,6 @@ export function examplesAuthority(): string {
 /** The debug-client command that shows the example resources on a relay listening at `listen`. */
 export function examplesHint(listen: string, port: number): string {
   const host = listen.slice(0, listen.lastIndexOf(':'));
-  const reachable = host === '0.0.0.0' || host === '[::]' || host === '::' || host === '' ? '127.0.0.1' : host;
+  const reachable = isWildcardHost(host) ? '127.0.0.1' : host;
   return `npm run xds -- subscribe '${EXAMPLES_GLOB}' --server ${reachable}:${port}`;
 }

@@ -9,7 +9,7 @@ import { createRedisStore } from './cache/redis-store';
 import type { SharedStore } from './cache/types';
 import { ResourceStore } from './cache/resource-store';
 import { canWarmLoad, warmStart, whenAllConnected } from './cache/warm-start';
-import { resolveConfig, sharedStoreTimings, type RelayConfig, type RelayConfigInput } from './config';
+import { resolveConfig, sharedWarmTimeoutMs, type RelayConfig, type RelayConfigInput } from './config';
 import { createCsdsService } from './downstream/csds';
 import type { DrainResult } from './downstream/drain';
 import { TOLD_ABSENT } from './downstream/outgoing';
@@ -306,7 +306,7 @@ async function wireRelay(
         if (r.glob !== undefined && engine.subscription(r.glob)) awaited.add(r.glob);
         return true;
       },
-      (config.redis ?? sharedStoreTimings()).warmTimeoutMs,
+      config.redis?.warmTimeoutMs ?? sharedWarmTimeoutMs(),
     );
     logger.info(warm, 'warm start from redis');
     // Clients that connected during the load and whose read-through found nothing are answered now.

@@ -9,7 +9,7 @@
 import * as os from 'node:os';
 import { splitHostPort } from '../address';
 import type { MemberRecords, SharedStore } from '../cache/types';
-import { isWildcardHost } from '../config';
+import { isWildcardHost } from '../address';
 import type { Logger } from '../log';
 
 /** A shared tier that may keep member records. */
