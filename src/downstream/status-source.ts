@@ -1,3 +1,4 @@
+import type { ClientStatus } from '../metrics';
 import type { Node } from '../proto/messages';
 export type ConfigStatus = 'SYNCED' | 'STALE' | 'NOT_SENT' | 'ERROR';
 export type ClientResourceStatus = 'REQUESTED' | 'DOES_NOT_EXIST' | 'ACKED' | 'NACKED';
@@ -20,7 +21,7 @@ export interface StatusClient {
 }
 
 /** How bad a resource's status is, for the per-client gauge. */
-export type Severity = 'synced' | 'stale' | 'nacked';
+export type Severity = ClientStatus;
 export const SEVERITY_RANK: Readonly<Record<Severity, number>> = { synced: 0, stale: 1, nacked: 2 };
 
 /** A NACK (or an error) is worst, then a change still on its way; everything else counts as synced. */

@@ -1,8 +1,7 @@
+import type { ClientStatusCounts } from '../metrics';
 import type { Severity } from './status-source';
 import type { SubscriptionState } from './subscription-state';
 
-/** Per type URL: client streams by status. */
-export type StatusCounts = ReadonlyMap<string, Readonly<Record<Severity, number>>>;
 
 /**
  * The per-client status figures (`xdstp_relay_clients`) kept as counts. A
@@ -30,7 +29,7 @@ export class ClientStatusTally {
     this.move(state, undefined);
   }
 
-  counts(): StatusCounts {
+  counts(): ClientStatusCounts {
     for (const state of this.dirty) this.move(state, this.judge(state));
     this.dirty.clear();
     return this.byType;
