@@ -119,19 +119,16 @@ async function limitCounts(metrics: RelayMetrics): Promise<LimitCount[]> {
 /** The home page, from the data behind /readyz, /debug/upstreams, /debug/clients and the client status gauge. */
 async function homePage(sources: AdminSources): Promise<string> {
   const now = Date.now();
+  const ready = readiness(sources);
   return renderHomePage({
     now,
     version: sources.serverInfo?.version,
     startedAt: sources.serverInfo?.startedAt,
     nodeVersion: process.versions.node,
-    readiness: readiness(sources),
+    readiness: ready,
     upstreams: [...sources.upstreams.values()],
     clients: summarizeClients(sources.downstream.streams, sources.status, { maxRows: 200, maxMessages: 10, now }),
-    cache: {
-      resources: sources.cache.size,
-      bytes: sources.cache.bytes,
-      sharedTier: sources.shared === undefined ? 'none' : sources.shared.healthy ? 'healthy' : 'unavailable',
-    },
+    cache: { resources: ready.cachedResources, bytes: sources.cache.bytes, sharedTier: ready.sharedTier },
     limits: await limitCounts(sources.metrics),
     endpoints: ENDPOINTS,
   });
