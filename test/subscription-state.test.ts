@@ -18,6 +18,18 @@ test('state: a refused name is answered in removed_resources and reported to the
   assert.deepEqual(c.stream.decoded()[0].removed_resources, ['legacy-name']);
 });
 
+test('state: refused names are counted as the client asks for and drops them', () => {
+  const { client } = setup();
+  const c = client();
+  c.subscribe(['legacy-a', 'legacy-b', L('x')]);
+  c.subscribe(['legacy-a']);
+  assert.equal(c.state.refusedCount, 2, 'asking again for a refused name counts it once');
+  c.unsubscribe(['legacy-a', L('x')]);
+  assert.equal(c.state.refusedCount, 1);
+  c.state.close();
+  assert.equal(c.state.refusedCount, 0);
+});
+
 test('state: a NACKed version is not sent again; a newer one is', () => {
   const { a, client, push } = setup();
   const c = client();

@@ -5,7 +5,7 @@
  * (src/downstream/status-view.ts), whose verdicts the xdstp_relay_clients
  * gauge counts too, so NACKED and STALE mean what they mean there. Read-only.
  */
-import type { StatusClientView, StatusView } from './relay-views';
+import type { StatusClientView, StatusView, TypeStateView } from './relay-views';
 import type { ClientStreamInfo } from './debug';
 
 /**
@@ -54,75 +54,102 @@ function zero(): Record<ClientTypeStatus, number> {
   return { NACKED: 0, ERROR: 0, STALE: 0, SYNCED: 0 };
 }
 
-/** The status source's entry of each stream, by stream id (its scope is `stream/<id>/<protocol>`). */
-function statusByStream(source: StatusView | undefined): Map<number, StatusClientView> {
+/**
+ * The status source's entries of the streams `ids`, by stream id (an entry's
+ * scope is `stream/<id>/<protocol>`). Streams come first in the source, in
+ * the order of the relay's stream set: the walk stops once all are found.
+ */
+function statusEntries(source: StatusView | undefined, ids: ReadonlySet<number>): Map<number, StatusClientView> {
   const out = new Map<number, StatusClientView>();
-  if (!source) return out;
+  if (!source || ids.size === 0) return out;
   for (const c of source.clients()) {
     const m = /^stream\/(\d+)\//.exec(c.scope);
-    if (m) out.set(Number(m[1]), c);
+    if (!m) break;
+    const id = Number(m[1]);
+    if (ids.has(id)) out.set(id, c);
+    if (out.size === ids.size) break;
   }
   return out;
 }
 
+/** A stream's status for one type: the gauge's verdict, and ERROR where names were refused and nothing is NACKed. */
+function typeStatus(stream: ClientStreamInfo, state: TypeStateView): ClientTypeStatus {
+  const severity = stream.typeStatus(state.typeUrl);
+  return severity === 'nacked' ? 'NACKED' : state.refusedCount > 0 ? 'ERROR' : severity === 'stale' ? 'STALE' : 'SYNCED';
+}
+
+/**
+ * Constant time per stream and type (the statuses are the client-status
+ * counts', the refused names a count): the page costs the number of streams,
+ * not of their names. Rows are built only for the streams shown, and NACK
+ * messages only from streams with a NACK standing.
+ */
 export function summarizeClients(
   streams: Iterable<ClientStreamInfo>,
   source: StatusView | undefined,
   opts: { maxRows: number; maxMessages: number; now?: number },
 ): ClientSummary {
   const now = opts.now ?? Date.now();
-  const status = statusByStream(source);
   const byType = new Map<string, Record<ClientTypeStatus, number>>();
-  const rows: ClientRow[] = [];
-  const messages = new Map<string, NackMessage>();
+  const byStatus: Record<ClientTypeStatus, ClientStreamInfo[]> = { NACKED: [], ERROR: [], STALE: [], SYNCED: [] };
   let count = 0;
   for (const s of streams) {
     count++;
-    const entry = status.get(s.id);
-    const worst = new Map<string, string>();
-    if (entry?.worstByType) for (const [typeUrl, severity] of entry.worstByType()) worst.set(typeUrl, severity);
-    const types: ClientRow['types'] = [];
     let rowStatus: ClientTypeStatus = 'SYNCED';
     for (const state of s.states.values()) {
       if (state.names.size === 0) continue;
-      let refused = 0;
-      for (const sub of state.names.values()) if (sub === null) refused++;
-      const severity = worst.get(state.typeUrl);
-      const st: ClientTypeStatus = severity === 'nacked' ? 'NACKED' : refused > 0 ? 'ERROR' : severity === 'stale' ? 'STALE' : 'SYNCED';
-      types.push({ typeUrl: state.typeUrl, status: st, names: state.names.size, refused, nacks: state.nacks });
+      const st = typeStatus(s, state);
       let counts = byType.get(state.typeUrl);
       if (!counts) byType.set(state.typeUrl, (counts = zero()));
       counts[st]++;
       if (RANK[st] > RANK[rowStatus]) rowStatus = st;
     }
-    types.sort((a, b) => (a.typeUrl < b.typeUrl ? -1 : a.typeUrl > b.typeUrl ? 1 : 0));
-    // The messages: only for clients that have a NACK standing (listing a client's resources costs its names).
-    if (rowStatus === 'NACKED' && entry) {
-      const seen = new Set<string>();
-      for (const r of entry.resources(false)) {
-        if (!r.error) continue;
-        const key = `${r.typeUrl}\n${r.error.details}`;
-        let m = messages.get(key);
-        if (!m) messages.set(key, (m = { message: r.error.details, typeUrl: r.typeUrl, clients: 0, exampleName: r.name, rejectedVersion: r.error.version }));
-        if (!seen.has(key)) {
-          seen.add(key);
-          m.clients++;
-        }
-      }
+    byStatus[rowStatus].push(s);
+  }
+
+  const shown: ClientStreamInfo[] = [];
+  for (const st of CLIENT_TYPE_STATUSES) {
+    if (shown.length >= opts.maxRows) break;
+    const list = byStatus[st].sort((a, b) => a.id - b.id);
+    shown.push(...list.slice(0, opts.maxRows - shown.length));
+  }
+  const rows = shown.map((s): ClientRow => {
+    const types: ClientRow['types'] = [];
+    let status: ClientTypeStatus = 'SYNCED';
+    for (const state of s.states.values()) {
+      if (state.names.size === 0) continue;
+      const st = typeStatus(s, state);
+      types.push({ typeUrl: state.typeUrl, status: st, names: state.names.size, refused: state.refusedCount, nacks: state.nacks });
+      if (RANK[st] > RANK[status]) status = st;
     }
-    const node = s.node;
-    rows.push({
+    types.sort((a, b) => (a.typeUrl < b.typeUrl ? -1 : a.typeUrl > b.typeUrl ? 1 : 0));
+    return {
       id: s.id,
       protocol: s.protocol,
       peer: s.peer,
-      nodeId: node?.id ?? '',
-      cluster: node?.cluster ?? '',
+      nodeId: s.node?.id ?? '',
+      cluster: s.node?.cluster ?? '',
       ageSeconds: Math.max(0, Math.round((now - s.openedAt) / 1000)),
-      status: rowStatus,
+      status,
       types,
-    });
+    };
+  });
+
+  // The messages: only from streams with a NACK standing (listing a stream's resources costs its names).
+  const messages = new Map<string, NackMessage>();
+  for (const entry of statusEntries(source, new Set(byStatus.NACKED.map((s) => s.id))).values()) {
+    const seen = new Set<string>();
+    for (const r of entry.resources(false)) {
+      if (!r.error) continue;
+      const key = `${r.typeUrl}\n${r.error.details}`;
+      let m = messages.get(key);
+      if (!m) messages.set(key, (m = { message: r.error.details, typeUrl: r.typeUrl, clients: 0, exampleName: r.name, rejectedVersion: r.error.version }));
+      if (!seen.has(key)) {
+        seen.add(key);
+        m.clients++;
+      }
+    }
   }
-  rows.sort((a, b) => RANK[b.status] - RANK[a.status] || a.id - b.id);
   const nackMessages = [...messages.values()].sort((a, b) => b.clients - a.clients || (a.message < b.message ? -1 : 1));
-  return { streams: count, byType, rows: rows.slice(0, opts.maxRows), nackMessages: nackMessages.slice(0, opts.maxMessages) };
+  return { streams: count, byType, rows, nackMessages: nackMessages.slice(0, opts.maxMessages) };
 }

@@ -18,6 +18,8 @@ export interface ClientStreamInfo {
   readonly lastNonce: string;
   readonly lastAckedNonce: string;
   readonly isSlow: boolean;
+  /** Its status for one type (`synced`, `stale`, `nacked`) as the client-status gauge counts it, in constant time; undefined while it subscribes nothing there. */
+  typeStatus(typeUrl: string): string | undefined;
 }
 
 /** What the debug views need of an upstream. */

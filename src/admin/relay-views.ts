@@ -10,6 +10,8 @@ export interface TypeStateView {
   readonly typeUrl: string;
   /** The names it subscribed to, each with its subscription, or null where the relay refused it. */
   readonly names: ReadonlyMap<string, unknown>;
+  /** How many of `names` the relay refused. */
+  readonly refusedCount: number;
   /** Name as the client knows it → version last sent, or the told-absent marker (AdminSources.toldAbsent). */
   readonly held: ReadonlyMap<string, string>;
   readonly legacyWildcard: boolean;
@@ -94,8 +96,6 @@ export interface StatusClientView {
   /** `stream/<id>/<protocol>` for a client stream. */
   readonly scope: string;
   resources(includeContents: boolean): Iterable<ResourceStatusView>;
-  /** Per type URL, the worst severity (`synced`, `stale`, `nacked`) among its resources. */
-  worstByType?(): Iterable<readonly [string, string]>;
 }
 
 /** Of the status source CSDS answers from (downstream/status-source.ts). */

@@ -15,6 +15,7 @@ import { sendGoaway } from './goaway';
 import type { RequestScheduler, ScheduledWork } from './request-scheduler';
 import type { OutgoingResponse } from './outgoing';
 import type { Protocol } from './protocol-rules';
+import type { Severity } from './status-source';
 import { SubscriptionState, type ResponseBuilder, type StreamPort } from './subscription-state';
 
 export interface AdsStreamOptions {
@@ -181,6 +182,12 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
 
   statusChanged(state: SubscriptionState): void {
     this.opts.statusTally?.changed(state);
+  }
+
+  /** This stream's status for one type as the client-status counts have it (constant time); undefined while it subscribes nothing there. */
+  typeStatus(typeUrl: string): Severity | undefined {
+    const state = this.states.get(typeUrl);
+    return state && this.opts.statusTally?.statusOf(state);
   }
 
   // --- requests -------------------------------------------------------------

@@ -16,8 +16,6 @@ export interface StatusClient {
   readonly scope: string;      // `stream/<id>/delta` | `stream/<id>/sotw` | `upstream/<authority>`
   readonly node: Node | undefined;
   resources(includeContents: boolean): ResourceStatus[];
-  /** Per type URL, the worst severity among resources() of that type, computed without building them (the client-status counts and the home page). */
-  worstByType?(): Iterable<readonly [string, Severity]>;
 }
 
 /** How bad a resource's status is, for the per-client gauge. */

@@ -29,6 +29,12 @@ export class ClientStatusTally {
     this.move(state, undefined);
   }
 
+  /** The state's status as counted (judged first if it changed since): undefined while it subscribes nothing. */
+  statusOf(state: SubscriptionState): Severity | undefined {
+    if (this.dirty.delete(state)) this.move(state, this.judge(state));
+    return this.countedAs.get(state);
+  }
+
   counts(): ClientStatusCounts {
     for (const state of this.dirty) this.move(state, this.judge(state));
     this.dirty.clear();

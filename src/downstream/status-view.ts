@@ -237,9 +237,6 @@ export function relayStatusSource(inputs: RelayStatusInputs): StatusSource {
             for (const state of s.states.values()) out.push(...stateResources(state, engine, withContents));
             return out;
           },
-          *worstByType() {
-            for (const state of s.states.values()) if (state.names.size > 0) yield [state.typeUrl, stateWorst(state, engine)] as const;
-          },
         };
       }
       const byUpstream = new Map<UpstreamPort, Subscription[]>();

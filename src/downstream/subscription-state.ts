@@ -56,8 +56,10 @@ function mayNameCollection(name: string): boolean {
  * read a request differently, its protocol's rules (protocol-rules.ts) decide.
  */
 export class SubscriptionState implements Watcher, FanOutTarget {
-  /** The client's spelling of each subscription → the engine's subscription (null: refused). */
+  /** The client's spelling of each subscription → the engine's subscription (null: refused). Changed only through setName/deleteName. */
   readonly names = new Map<string, Subscription | null>();
+  /** How many of `names` are refused (null), kept as they change: status views read it without walking the names. */
+  private refusedNames = 0;
   /**
    * Name → what the client currently has, for protocols that resend the whole
    * state of the world (SotW Listener/Cluster); undefined otherwise.
@@ -199,7 +201,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
         this.refuse(name, joined.reason, joined.message, fan);
         continue;
       }
-      this.names.set(name, joined);
+      this.setName(name, joined);
       if (joined.isCollection) {
         this.collections.add(joined.key);
         if (heldBeforeJoin) this.resendHeldMembers(joined, name, fan, initial, heldBeforeJoin);
@@ -214,7 +216,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
    */
   refuse(name: string, reason: string, message: string, fan: FanOut): void {
     this.stream.statusChanged?.(this);
-    this.names.set(name, null);
+    this.setName(name, null);
     this.stream.refused(this, name, reason, message);
     this.answerRefused(name, fan);
   }
@@ -225,7 +227,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     for (const name of names) {
       const sub = this.names.get(name);
       if (sub === undefined) continue;
-      this.names.delete(name);
+      this.deleteName(name);
       if (name === WILDCARD) {
         this.byOmission = false;
         this.owesWildcardAnswer = false;
@@ -252,11 +254,28 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     }
   }
 
+  /** How many of the names the client asked for the relay refused. */
+  get refusedCount(): number {
+    return this.refusedNames;
+  }
+
+  private setName(name: string, sub: Subscription | null): void {
+    if (this.names.get(name) === null) this.refusedNames--;
+    if (sub === null) this.refusedNames++;
+    this.names.set(name, sub);
+  }
+
+  private deleteName(name: string): void {
+    if (this.names.get(name) === null) this.refusedNames--;
+    this.names.delete(name);
+  }
+
   /** The stream is gone: leave every subscription. */
   close(): void {
     this.claims?.cancel();
     for (const [name, sub] of this.names) if (sub) this.engine.leave(this, sub, name);
     this.names.clear();
+    this.refusedNames = 0;
     this.collections.clear();
     this.outbox.close();
   }
@@ -500,7 +519,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   private withdrawn(sub: Subscription, spellings: Spellings, members: readonly CacheEntry[], fan: FanOut): void {
     forEachSpelling(spellings, (s) => {
       if (this.names.get(s) !== sub) return;
-      this.names.set(s, null);
+      this.setName(s, null);
       if (sub.isCollection) {
         this.collections.drop(sub.key);
       } else {
