@@ -30,7 +30,7 @@ const UPSTREAM_REQUEST_KINDS = ['subscribe', 'ack', 'nack'] as const;
 const BAD_REQUEST_REASONS = ['truncated', 'undecodable', 'missing_type_url'] as const;
 const GOAWAY_REASONS = ['drain', 'shutdown'] as const;
 /** Operations RedisStore reports through onError (src/cache/redis-store.ts). */
-const REDIS_OPS = ['connection', 'getResource', 'getGlobMembers', 'write', 'write-dropped', 'warmLoad', 'decode', 'probe'] as const;
+const REDIS_OPS = ['connection', 'getResource', 'getGlobMembers', 'write', 'write-dropped', 'warmLoad', 'decode', 'probe', 'fleet'] as const;
 
 /** What a relay is set up with that decides which labelled series exist from the start. */
 export interface KnownSeries {

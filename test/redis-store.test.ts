@@ -395,6 +395,30 @@ describe('RedisStore when Redis fails', { skip }, () => {
     }
   });
 
+  test('a fleet record written to a frozen Redis fails within the write deadline and is counted as a fleet error', async () => {
+    const server = await RedisServer.start();
+    const errors: string[] = [];
+    const store = new RedisStore({ url: server.url, prefix: freshPrefix(), ...FAST, writeTimeoutMs: 200, onError: (op) => errors.push(op) });
+    try {
+      assert.equal(await store.waitUntilHealthy(5000), true);
+      const records = store.memberRecords();
+      await records.put('relay-a', '{}', 5000);
+      assert.deepEqual((await records.list()).map((r) => r.id), ['relay-a']);
+      server.pause();
+      const t0 = Date.now();
+      await assert.rejects(records.put('relay-a', '{}', 5000), /redis fleet put/);
+      assert.ok(Date.now() - t0 < 1000, `gave up after ${Date.now() - t0} ms`);
+      assert.deepEqual(errors, ['fleet']);
+      server.resume();
+      assert.equal(await store.waitUntilHealthy(3000), true);
+      await records.put('relay-a', '{}', 5000);
+    } finally {
+      server.resume();
+      await store.close();
+      await server.dispose();
+    }
+  });
+
   test('Redis never reachable: every call resolves at once and the store keeps trying', async () => {
     const port = await freePort();
     const errors: string[] = [];

@@ -12,15 +12,21 @@
  * lists these keys: its index and its fallback SCAN pattern (`P r:{…16 hex…}:*`)
  * hold only resource records and member sets.
  */
-import type { Cluster, Redis } from 'ioredis';
+import type { ChainableCommander } from 'ioredis';
+import { FAILED, type RedisConnection } from './redis-connection';
 import type { MemberRecord, MemberRecords } from './types';
 
+/**
+ * On the store's connection and under its deadlines: a failure is counted in
+ * `xdstp_relay_redis_errors_total{op="fleet"}` and a server that does not
+ * answer is marked down, as for the store's own commands.
+ */
 export class RedisMemberRecords implements MemberRecords {
   private readonly ids: string;
   private readonly head: string;
 
   constructor(
-    private readonly client: Redis | Cluster,
+    private readonly conn: RedisConnection,
     prefix: string,
     private readonly timeoutMs: number,
   ) {
@@ -29,64 +35,48 @@ export class RedisMemberRecords implements MemberRecords {
   }
 
   async put(id: string, value: string, ttlMs: number): Promise<void> {
-    const p = this.client.pipeline();
+    const p = this.conn.client.pipeline();
     p.set(this.head + id, value, 'PX', ttlMs);
     p.sadd(this.ids, id);
-    await this.run('put', p.exec());
+    await this.run('put', p);
   }
 
   async remove(id: string): Promise<void> {
-    const p = this.client.pipeline();
+    const p = this.conn.client.pipeline();
     p.del(this.head + id);
     p.srem(this.ids, id);
-    await this.run('remove', p.exec());
+    await this.run('remove', p);
   }
 
   async list(): Promise<MemberRecord[]> {
-    const ids = await this.within('list', this.client.smembers(this.ids));
-    if (ids.length === 0) return [];
-    const p = this.client.pipeline();
+    const [ids] = await this.run('list', this.conn.client.pipeline().smembers(this.ids));
+    if (!Array.isArray(ids) || ids.length === 0) return [];
+    const p = this.conn.client.pipeline();
     for (const id of ids) {
-      p.get(this.head + id);
-      p.pttl(this.head + id);
+      p.get(this.head + String(id));
+      p.pttl(this.head + String(id));
     }
-    const replies = await this.run('list', p.exec());
+    const replies = await this.run('list', p);
     const out: MemberRecord[] = [];
     const gone: string[] = [];
-    ids.forEach((id, i) => {
+    ids.forEach((raw, i) => {
+      const id = String(raw);
       const value = replies[2 * i];
       const ttl = replies[2 * i + 1];
       if (typeof value === 'string' && typeof ttl === 'number' && ttl > 0) out.push({ id, value, ttlLeftMs: ttl });
       else if (value === null) gone.push(id);
     });
     // Expired members leave the index; a member rewriting meanwhile re-adds itself with its next heartbeat.
-    if (gone.length > 0) await this.within('list', this.client.srem(this.ids, ...gone)).catch(() => undefined);
+    if (gone.length > 0) await this.run('list', this.conn.client.pipeline().srem(this.ids, ...gone)).catch(() => undefined);
     return out;
   }
 
-  /** A pipeline's replies; rejects on its first error. */
-  private async run(op: string, exec: Promise<Array<[Error | null, unknown]> | null>): Promise<unknown[]> {
-    const results = await this.within(op, exec);
-    if (results === null) throw new Error(`redis fleet ${op}: pipeline aborted`);
-    return results.map(([err, v]) => {
-      if (err) throw err;
-      return v;
-    });
-  }
-
-  private within<T>(op: string, promise: Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`redis fleet ${op} timed out after ${this.timeoutMs} ms`)), this.timeoutMs);
-      promise.then(
-        (v) => {
-          clearTimeout(timer);
-          resolve(v);
-        },
-        (err: unknown) => {
-          clearTimeout(timer);
-          reject(err instanceof Error ? err : new Error(String(err)));
-        },
-      );
-    });
+  /** A pipeline's replies; rejects when the server could not serve it or a command failed. */
+  private async run(op: string, p: ChainableCommander): Promise<unknown[]> {
+    const replies = await this.conn.exec('fleet', p, this.timeoutMs);
+    if (replies === FAILED) throw new Error(`redis fleet ${op}: the shared tier did not answer within ${this.timeoutMs} ms or is down`);
+    const failed = replies.find((r): r is Error => r instanceof Error);
+    if (failed) throw new Error(`redis fleet ${op}: ${failed.message}`);
+    return replies;
   }
 }

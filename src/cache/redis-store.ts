@@ -34,7 +34,7 @@
  *    Redis may then hold stale entries until they are rewritten or expire.
  *  - Failures are counted through `onError(op)` with op one of `connection`,
  *    `getResource`, `getGlobMembers`, `write`, `write-dropped`, `warmLoad`,
- *    `decode`, `probe`. Calls skipped because the store is unhealthy are not
+ *    `decode`, `probe`, `fleet` (membership records). Calls skipped because the store is unhealthy are not
  *    counted.
  *  - `healthy` becomes false on a connection loss, a timeout or a
  *    server-not-serving error, and true again on ioredis 'ready' or a
@@ -100,7 +100,7 @@ export class RedisStore implements SharedStore {
 
   /** Fleet membership records (redis-members.ts) on this store's connection. */
   memberRecords(): MemberRecords {
-    return (this.members ??= new RedisMemberRecords(this.conn.client, this.keys.prefix, this.writeTimeoutMs));
+    return (this.members ??= new RedisMemberRecords(this.conn, this.keys.prefix, this.writeTimeoutMs));
   }
 
   /** Resolves `true` once healthy, `false` after `timeoutMs` or on close. */

@@ -119,7 +119,7 @@ export class FleetRegistry {
           this.failing = false;
         },
         (err: unknown) => {
-          // Once per outage: the shared tier's own errors are logged and counted by the store.
+          // Once per outage; the store counts each failure (xdstp_relay_redis_errors_total{op="fleet"}).
           if (!this.failing) logger.warn({ id, err: (err as Error).message }, 'fleet heartbeat not written: other relays will not see this one until it is');
           this.failing = true;
         },
