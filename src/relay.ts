@@ -286,7 +286,7 @@ async function wireRelay(
     if (!addr) throw new Error(`--admin ${config.admin}: expected HOST:PORT`);
     const access = new AdminAccess(config.security?.adminTokenFile ?? null, { logger, metrics: metrics.security });
     teardown.set('admin access', () => access.close());
-    const admin = registerAdminRoutes(new AdminServer(logger, (req, path) => access.check(req, path)), adminSources);
+    const admin = registerAdminRoutes(new AdminServer(logger, (req, url) => access.check(req, url)), adminSources);
     if (options.debugHeap) registerHeapDebugRoutes(admin);
     adminPort = await admin.listen(addr.host, addr.port);
     teardown.set('admin server', () => admin.close());

@@ -79,8 +79,9 @@ export class AdminAccess {
   }
 
   /** Undefined when the request may proceed, else the refusal to send. */
-  check(req: http.IncomingMessage, pathname: string): AdminReply | undefined {
-    const homePage = pathname === '/' && wantsHomePage(req.headers.accept, new URL(req.url ?? '/', 'http://admin').searchParams);
+  check(req: http.IncomingMessage, url: URL): AdminReply | undefined {
+    const { pathname } = url;
+    const homePage = pathname === '/' && wantsHomePage(req.headers.accept, url.searchParams);
     if (!isProtectedRoute(req.method ?? 'GET', pathname, homePage)) return undefined;
     if (this.tokenDigest === null) {
       if (isLoopback(req.socket.remoteAddress)) return undefined;

@@ -11,7 +11,7 @@ export interface AdminReply {
 }
 
 /** Decides before routing whether a request may proceed: undefined = yes, else the refusal (admin/auth.ts). */
-export type AdminGate = (req: http.IncomingMessage, pathname: string) => AdminReply | undefined;
+export type AdminGate = (req: http.IncomingMessage, url: URL) => AdminReply | undefined;
 
 /** A tiny HTTP server for probes, metrics and debug views; GETs never change state. */
 export class AdminServer {
@@ -36,7 +36,7 @@ export class AdminServer {
     const url = new URL(req.url ?? '/', 'http://admin');
     const handler = this.routes.get(`${req.method} ${url.pathname}`);
     try {
-      const refused = this.gate?.(req, url.pathname);
+      const refused = this.gate?.(req, url);
       const reply: AdminReply = refused
         ? refused
         : handler
