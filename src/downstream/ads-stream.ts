@@ -238,21 +238,21 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
    * `fan`), each further one in its own round. Duplicates count once.
    */
   protected subscribeInSlices(state: SubscriptionState, names: readonly string[], initial: ReadonlyMap<string, string> | undefined, fan: FanOut): void {
-    const apply = (slice: readonly string[], round: FanOut): void => {
+    const apply = (slice: readonly string[], round: FanOut, distinct: boolean): void => {
       const allowed = this.refuseTooLong(state, slice, round);
-      if (allowed.length > 0) state.subscribe(allowed, round, initial);
+      if (allowed.length > 0) state.subscribe(allowed, round, initial, distinct);
     };
     if (names.length <= SUBSCRIBE_SLICE) {
-      apply(names, fan);
+      apply(names, fan, false);
       return;
     }
     const all = [...new Set(names)];
-    apply(all.slice(0, SUBSCRIBE_SLICE), fan);
+    apply(all.slice(0, SUBSCRIBE_SLICE), fan, true);
     let offset = SUBSCRIBE_SLICE;
     if (offset >= all.length) return;
     this.continuation = () => {
       const round = new FanOut();
-      apply(all.slice(offset, offset + SUBSCRIBE_SLICE), round);
+      apply(all.slice(offset, offset + SUBSCRIBE_SLICE), round, true);
       round.finish();
       offset += SUBSCRIBE_SLICE;
       return offset < all.length;

@@ -166,11 +166,13 @@ export class SubscriptionState implements Watcher, FanOutTarget {
    * already holds it (docs/subscription-semantics.md), unless it listed it in `initial` (the
    * reconnect's initial_resource_versions). A name the client already
    * subscribes is asked for again: it is sent again (every member, for a
-   * collection), a refused one is answered again.
+   * collection), a refused one is answered again. `distinct` says the
+   * caller already dropped repeated names (a large request is deduplicated
+   * once as a whole, then subscribed a slice at a time).
    */
-  subscribe(names: readonly string[], fan: FanOut, initial?: ReadonlyMap<string, string>): void {
+  subscribe(names: readonly string[], fan: FanOut, initial?: ReadonlyMap<string, string>, distinct = false): void {
     this.stream.statusChanged?.(this);
-    const seen = names.length > 1 ? new Set<string>() : undefined;
+    const seen = names.length > 1 && !distinct ? new Set<string>() : undefined;
     for (const name of names) {
       if (seen) {
         if (seen.has(name)) continue;

@@ -109,7 +109,7 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
     const { router, metrics, logger, authorizer } = this.opts;
     const route = router.route(watcher.typeUrl, spelling);
     if (isRejection(route)) {
-      metrics.rejectedSubscriptions.inc({ reason: route.reason });
+      metrics.rejected[route.reason]++;
       // Debug only: the client's stream warns about its refusals, rate-limited (a client controls how many there are).
       logger.debug({ typeUrl: watcher.typeUrl, name: spelling, reason: route.reason, detail: route.message }, 'subscription cannot be routed');
       return route;

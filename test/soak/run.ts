@@ -31,7 +31,7 @@ const SCENARIOS: Scenario[] = [
   { id: 'b', title: 'control-plane flapping', limitMs: (s) => (s ? 60_000 : 150_000), run: runFlap },
   { id: 'c', title: 'relay SIGKILL and warm restart on Redis', limitMs: (s) => (s ? 60_000 : 120_000), run: runWarmRestart },
   { id: 'd', title: 'Redis flapping under load', limitMs: (s) => (s ? 60_000 : 120_000), run: runRedisFlap },
-  { id: 'e', title: 'bad-input storm next to 50 good clients', limitMs: (s) => (s ? 60_000 : 150_000), run: runStorm },
+  { id: 'e', title: 'bad-input storm next to 50 good clients', limitMs: (s) => (s ? 60_000 : 240_000), run: runStorm },
 ];
 
 interface Args {
