@@ -13,6 +13,7 @@ import { LISTENER, xdstp } from './support/names';
 import { metricValue, parsePrometheus, pollUntil } from './support/admin';
 import { sleep } from './support/wait';
 import { validateOptions } from '../src/config';
+import { BUDGET_LINES_PER_INTERVAL } from '../src/log-limit';
 
 const T = { timeout: 60_000 };
 const WARN = 40;
@@ -142,6 +143,27 @@ test('200 streams ended for undecodable requests make a handful of "ending clien
     const m = await scrape(env);
     assert.equal(metricValue(m, 'xdstp_relay_bad_requests_total'), 200);
   });
+});
+
+test('150 streams each refused once make at most the relay-wide budget of warn lines, the rest summed in one', T, async () => {
+  const { logger, lines } = memoryLogger();
+  const STREAMS = 150;
+  // One interval for the whole test: every stream's first warning falls in it.
+  await withRelay({ logger, config: { logRepeatIntervalMs: 60_000 } }, async (env) => {
+    const clients = Array.from({ length: STREAMS }, () => env.client());
+    clients.forEach((c, i) => c.subscribe(LISTENER, [xdstp('nowhere', LISTENER, `stream/${i}`)]));
+    await pollUntil(async () => metricValue(await scrape(env), 'xdstp_relay_rejected_subscriptions_total') === STREAMS, 'every refusal counted');
+    // Each stream warns once in full (no summary of its own: nothing repeated on it).
+    await Promise.all(clients.map((c) => c.waitFor(() => c.responses.length > 0, 'the refusal')));
+  });
+  // The relay stopped: what the budget held back is written now.
+  const refused = warnLines(lines, /^subscription refused/);
+  assert.equal(refused.filter((l) => l.suppressed === undefined).length, BUDGET_LINES_PER_INTERVAL, 'the first streams keep their own lines');
+  const summaries = refused.filter((l) => l.suppressed !== undefined);
+  assert.equal(summaries.length, 1, 'one summary for the rest');
+  assert.match(summaries[0]!.msg, /many streams/);
+  assert.equal(represented(refused), STREAMS, 'the lines account for every stream');
+  assert.equal(debugLines(lines, /^subscription refused/).length, STREAMS - BUDGET_LINES_PER_INTERVAL, 'the rest are at debug');
 });
 
 test('--log-repeat-interval defaults to 10 s and refuses less than 100 ms', () => {

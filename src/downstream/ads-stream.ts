@@ -3,7 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { SubscriptionEngine } from '../engine/engine';
 import { FanOut } from '../engine/fan-out';
 import type { Logger } from '../log';
-import { WarnLimiter } from '../log-limit';
+import { WarnLimiter, type WarnBudget } from '../log-limit';
 import type { RelayMetrics } from '../metrics';
 import type { Node } from '../proto/messages';
 import { RequestError, type ErrorDetail } from '../proto/requests';
@@ -31,6 +31,8 @@ export interface AdsStreamOptions {
   relayWarnings?: WarnLimiter;
   /** A stream's own repeated warnings (refusals, NACKs) are summarized at most this often (default 10 s). */
   logRepeatIntervalMs?: number;
+  /** Relay-wide cap on the warn lines the streams' own warnings write. */
+  warnBudget?: WarnBudget;
   /** Fair turns for large requests and for streams with work waiting (request-scheduler.ts). */
   scheduler: RequestScheduler;
   /** Where this stream's states report status changes (absent in tests that need no status figures). */
@@ -113,7 +115,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
   }
 
   private get warnings(): WarnLimiter {
-    return (this.warningLimiter ??= new WarnLimiter(this.opts.logger, this.opts.logRepeatIntervalMs, { client: this.id, peer: this.peer }));
+    return (this.warningLimiter ??= new WarnLimiter(this.opts.logger, this.opts.logRepeatIntervalMs, { client: this.id, peer: this.peer }, this.opts.warnBudget));
   }
 
   get nodeId(): string {

@@ -9,7 +9,7 @@ import { ClientStatusTally } from './status-tally';
 import { clientStatusJudge } from './status-view';
 import { DeltaStream } from './delta-stream';
 import { Drainer, type DrainResult } from './drain';
-import { WarnLimiter } from '../log-limit';
+import { WarnBudget, WarnLimiter } from '../log-limit';
 import { DeltaResponses, NonceSource, SotwResponses } from './responses';
 import { SotwStream } from './sotw-stream';
 
@@ -43,6 +43,7 @@ export class DownstreamServer {
   private closing = false;
   /** Stream endings with an error status: any number of clients can cause them. */
   private readonly relayWarnings: WarnLimiter;
+  private readonly warnBudget: WarnBudget;
   private readonly delta: DeltaResponses;
   /** Fair turns for clients' large requests (request-scheduler.ts). */
   private readonly scheduler = new RequestScheduler();
@@ -51,6 +52,7 @@ export class DownstreamServer {
 
   constructor(private readonly opts: DownstreamServerOptions) {
     this.relayWarnings = new WarnLimiter(opts.logger, opts.logRepeatIntervalMs);
+    this.warnBudget = new WarnBudget(opts.logger, opts.logRepeatIntervalMs);
     this.statusTally = new ClientStatusTally(clientStatusJudge(opts.engine));
     this.server = new grpc.Server({
       'grpc.keepalive_time_ms': 60_000,
@@ -87,6 +89,7 @@ export class DownstreamServer {
       identify: this.opts.identify,
       limits: this.opts.limits,
       relayWarnings: this.relayWarnings,
+      warnBudget: this.warnBudget,
       logRepeatIntervalMs: this.opts.logRepeatIntervalMs,
       scheduler: this.scheduler,
       statusTally: this.statusTally,
@@ -174,6 +177,7 @@ export class DownstreamServer {
     for (const s of open) this.sendAway(s, 'shutdown');
     const forced = await finished;
     this.relayWarnings.close();
+    this.warnBudget.close();
     this.delta.close();
     return { streams: open.length, forced };
   }
