@@ -53,6 +53,11 @@ export const SUBSCRIBE_SLICE = 256;
 /** A stream with this many requests waiting stops being read (HTTP/2 flow control holds its client back). */
 const PAUSE_AT_WAITING = 4;
 
+type ServerCall = grpc.ServerDuplexStream<Buffer, Buffer>;
+
+/** Each open call's stream, for the listeners every stream shares (AdsStream.onCall…). */
+const streamOfCall = new WeakMap<ServerCall, AdsStream>();
+
 let nextStreamId = 1;
 let truncationUnwatchedLogged = false;
 
@@ -94,15 +99,13 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
     this.identity = opts.identify?.(call, undefined);
     const limits = opts.limits;
     if (limits) this.changeBudget = new TokenBucket(limits.subscriptionRate, limits.subscriptionBurst);
-    call.on('data', (bytes: Buffer) => this.onData(bytes));
-    call.on('end', () => {
-      this.close('client half-closed');
-      call.end();
-    });
-    call.on('error', (err: Error) => this.close(`stream error: ${err.message}`));
-    call.on('cancelled', () => this.close('cancelled'));
-    call.on('close', () => this.close('closed'));
-    call.on('drain', () => this.onDrain());
+    streamOfCall.set(call, this);
+    call.on('data', AdsStream.onCallData);
+    call.on('end', AdsStream.onCallEnd);
+    call.on('error', AdsStream.onCallError);
+    call.on('cancelled', AdsStream.onCallCancelled);
+    call.on('close', AdsStream.onCallClose);
+    call.on('drain', AdsStream.onCallDrain);
     // A message cut off by the client's end of stream is a malformed request, not a clean close.
     const watched = watchTruncation(call, (missing) => {
       this.opts.metrics.badRequests.inc({ reason: 'truncated' });
@@ -112,6 +115,34 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
       truncationUnwatchedLogged = true;
       opts.logger.warn('this @grpc/grpc-js hides its HTTP/2 streams: a request cut off by the end of a stream is not detected');
     }
+  }
+
+  // The call's listeners: one function per event for every stream (an emitter
+  // calls its listeners with itself as `this`), not closures made per stream.
+
+  private static onCallData(this: ServerCall, bytes: Buffer): void {
+    streamOfCall.get(this)?.onData(bytes);
+  }
+
+  private static onCallEnd(this: ServerCall): void {
+    streamOfCall.get(this)?.close('client half-closed');
+    this.end();
+  }
+
+  private static onCallError(this: ServerCall, err: Error): void {
+    streamOfCall.get(this)?.close(`stream error: ${err.message}`);
+  }
+
+  private static onCallCancelled(this: ServerCall): void {
+    streamOfCall.get(this)?.close('cancelled');
+  }
+
+  private static onCallClose(this: ServerCall): void {
+    streamOfCall.get(this)?.close('closed');
+  }
+
+  private static onCallDrain(this: ServerCall): void {
+    streamOfCall.get(this)?.onDrain();
   }
 
   private get warnings(): WarnLimiter {
