@@ -107,10 +107,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
     call.on('close', AdsStream.onCallClose);
     call.on('drain', AdsStream.onCallDrain);
     // A message cut off by the client's end of stream is a malformed request, not a clean close.
-    const watched = watchTruncation(call, (missing) => {
-      this.opts.metrics.badRequests.inc({ reason: 'truncated' });
-      this.fail(grpc.status.INVALID_ARGUMENT, `request message cut off by the end of the stream (${missing} bytes missing)`);
-    });
+    const watched = watchTruncation(call, this, AdsStream.onTruncated);
     if (!watched && !truncationUnwatchedLogged) {
       truncationUnwatchedLogged = true;
       opts.logger.warn('this @grpc/grpc-js hides its HTTP/2 streams: a request cut off by the end of a stream is not detected');
@@ -143,6 +140,11 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
 
   private static onCallDrain(this: ServerCall): void {
     streamOfCall.get(this)?.onDrain();
+  }
+
+  private static onTruncated(stream: AdsStream, missing: number): void {
+    stream.opts.metrics.badRequests.inc({ reason: 'truncated' });
+    stream.fail(grpc.status.INVALID_ARGUMENT, `request message cut off by the end of the stream (${missing} bytes missing)`);
   }
 
   private get warnings(): WarnLimiter {
