@@ -58,6 +58,8 @@ type ServerCall = grpc.ServerDuplexStream<Buffer, Buffer>;
 /** Each open call's stream, for the listeners every stream shares (AdsStream.onCall…). */
 const streamOfCall = new WeakMap<ServerCall, AdsStream>();
 
+const NO_STATES: readonly SubscriptionState[] = [];
+
 let nextStreamId = 1;
 let truncationUnwatchedLogged = false;
 
@@ -74,7 +76,8 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
   node: Node | undefined;
   supportsTtl = false;
   identity: string | undefined;
-  readonly states = new Map<string, SubscriptionState>();
+  /** One state per type URL, in the order of each type's first request: a list (a stream asks for few types), made on the first. */
+  private typeStates: SubscriptionState[] | undefined;
   blocked = false;
   private closed = false;
   /** Warnings this stream's input causes (refused names, NACKs): bounded by time, not by input. Made on the first. */
@@ -151,6 +154,11 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
     return (this.warningLimiter ??= new WarnLimiter(this.opts.logger, this.opts.logRepeatIntervalMs, { client: this.id, peer: this.peer }, this.opts.warnBudget));
   }
 
+  /** The stream's state per type URL, in the order of each type's first request. */
+  get states(): readonly SubscriptionState[] {
+    return this.typeStates ?? NO_STATES;
+  }
+
   get nodeId(): string {
     return this.node?.id ?? '';
   }
@@ -161,7 +169,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
 
   get nacks(): number {
     let n = 0;
-    for (const s of this.states.values()) n += s.nacks;
+    for (const s of this.states) n += s.nacks;
     return n;
   }
 
@@ -221,7 +229,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
 
   /** This stream's status for one type as the client-status counts have it (constant time); undefined while it subscribes nothing there. */
   typeStatus(typeUrl: string): Severity | undefined {
-    const state = this.states.get(typeUrl);
+    const state = this.stateOf(typeUrl);
     return state && this.opts.statusTally?.statusOf(state);
   }
 
@@ -352,7 +360,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
     }
     if (added > 0) {
       let held = added;
-      for (const s of this.states.values()) held += s.names.size;
+      for (const s of this.states) held += s.names.size;
       if (held > limits.maxSubscriptionsPerStream) {
         return this.exhausted('subscriptions_per_stream', `more than ${limits.maxSubscriptionsPerStream} subscriptions on one stream`);
       }
@@ -398,11 +406,19 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
 
   /** The stream's state for `typeUrl`, made on its first request (see isNew). */
   protected stateFor(typeUrl: string): SubscriptionState {
-    let state = this.states.get(typeUrl);
+    let state = this.stateOf(typeUrl);
     if (state) return state;
     state = new SubscriptionState(typeUrl, this, this.opts.engine, this.opts.builder);
-    this.states.set(typeUrl, state);
+    if (this.typeStates) this.typeStates.push(state);
+    else this.typeStates = [state];
     return state;
+  }
+
+  /** The stream's state for `typeUrl`, if it has had a request. */
+  protected stateOf(typeUrl: string): SubscriptionState | undefined {
+    const states = this.typeStates;
+    if (states) for (const state of states) if (state.typeUrl === typeUrl) return state;
+    return undefined;
   }
 
   /**
@@ -424,7 +440,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
 
   private onDrain(): void {
     this.blocked = false;
-    for (const state of this.states.values()) {
+    for (const state of this.states) {
       if (this.closed || this.blocked) return;
       state.drainBacklog();
     }
@@ -433,7 +449,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
   private close(why: string): void {
     if (this.closed) return;
     this.closed = true;
-    for (const state of this.states.values()) {
+    for (const state of this.states) {
       state.close();
       this.opts.statusTally?.closed(state);
     }
