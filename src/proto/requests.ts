@@ -101,10 +101,34 @@ function decodeNode(buf: Uint8Array): Node {
     if (err instanceof WireError) throw new RequestError(`node does not decode: ${err.message}`);
     throw err;
   }
+  let node: Node;
   try {
-    return nodeCodec.decode(buf);
+    node = nodeCodec.decode(buf);
   } catch (err) {
     throw new RequestError(`node does not decode: ${(err as Error).message}`);
+  }
+  shareEmptyFields(node as Record<string, unknown>);
+  return node;
+}
+
+/**
+ * Shared by every decoded node for its empty list and map fields (decoding
+ * makes one of each per node, and most are empty, e.g. listening_addresses,
+ * dynamic_parameters): a client's node is kept for as long as its stream.
+ * Frozen, so nothing can add to one node's field through another's.
+ */
+const EMPTY_LIST: readonly unknown[] = Object.freeze([]);
+const EMPTY_MAP: Readonly<Record<string, unknown>> = Object.freeze({});
+
+/** Replaces `node`'s empty lists and maps (top level) by the shared empty ones; the keys and their order stay. */
+function shareEmptyFields(node: Record<string, unknown>): void {
+  for (const key of Object.keys(node)) {
+    const value = node[key];
+    if (Array.isArray(value)) {
+      if (value.length === 0) node[key] = EMPTY_LIST;
+    } else if (typeof value === 'object' && value !== null && Object.getPrototypeOf(value) === Object.prototype && Object.keys(value).length === 0) {
+      node[key] = EMPTY_MAP;
+    }
   }
 }
 
