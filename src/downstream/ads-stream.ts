@@ -86,8 +86,8 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
   private readonly changeBudget: TokenBucket | undefined;
   lastNonce = '';
   lastAckedNonce = '';
-  /** Requests that arrived while earlier work of this stream was waiting, in order. */
-  private readonly waitingRequests: Buffer[] = [];
+  /** Requests that arrived while earlier work of this stream was waiting, in order; none (most of a stream's life): no list. */
+  private waitingRequests: Buffer[] | undefined;
   /** The rest of a request being applied in slices; it runs before the next waiting request. */
   private continuation: (() => boolean) | undefined;
   /** This stream is in the scheduler's queue. */
@@ -241,7 +241,8 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
       this.apply(bytes);
       return;
     }
-    this.waitingRequests.push(bytes);
+    if (this.waitingRequests) this.waitingRequests.push(bytes);
+    else this.waitingRequests = [bytes];
     if (this.waitingRequests.length >= PAUSE_AT_WAITING && !this.paused) {
       this.paused = true;
       this.call.pause();
@@ -256,16 +257,16 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
         const more = this.guarded(this.continuation);
         if (!more) this.continuation = undefined;
       } else {
-        const next = this.waitingRequests.shift();
+        const next = this.waitingRequests?.shift();
         if (next) this.apply(next);
-        if (this.paused && this.waitingRequests.length < PAUSE_AT_WAITING && !this.closed) {
+        if (this.paused && (this.waitingRequests?.length ?? 0) < PAUSE_AT_WAITING && !this.closed) {
           this.paused = false;
           this.call.resume();
         }
       }
     }
-    this.queued = !this.closed && (this.continuation !== undefined || this.waitingRequests.length > 0);
-    if (!this.queued) this.waitingRequests.length = 0;
+    this.queued = !this.closed && (this.continuation !== undefined || (this.waitingRequests?.length ?? 0) > 0);
+    if (!this.queued) this.waitingRequests = undefined;
     return this.queued;
   }
 
