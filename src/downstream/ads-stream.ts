@@ -429,7 +429,8 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
    */
   protected acknowledge(state: SubscriptionState, nonce: string, errorDetail: ErrorDetail | undefined): boolean {
     const outcome = state.acknowledge(nonce, errorDetail?.message);
-    if (outcome === 'ack') this.lastAckedNonce = nonce;
+    // Usually the last response's: keep the string already held rather than the request's copy.
+    if (outcome === 'ack') this.lastAckedNonce = nonce === this.lastNonce ? this.lastNonce : nonce;
     else if (outcome === 'nack') {
       const { metrics } = this.opts;
       metrics.nacks.inc({ type: metrics.typeLabel(state.typeUrl) });
