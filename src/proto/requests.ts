@@ -108,7 +108,25 @@ function decodeNode(buf: Uint8Array): Node {
     throw new RequestError(`node does not decode: ${(err as Error).message}`);
   }
   shareEmptyFields(node as Record<string, unknown>);
+  if (node.cluster !== undefined) node.cluster = sharedText(node.cluster);
+  if (node.user_agent_name !== undefined) node.user_agent_name = sharedText(node.user_agent_name);
+  if (node.user_agent_version !== undefined) node.user_agent_version = sharedText(node.user_agent_version);
   return node;
+}
+
+/**
+ * One copy of each node text many clients send alike (cluster, user agent
+ * name and version), as a node is kept for its stream's life. Bounded: past
+ * SHARED_TEXTS_MAX distinct values a new one is kept as decoded.
+ */
+const sharedTexts = new Map<string, string>();
+const SHARED_TEXTS_MAX = 1024;
+
+function sharedText(text: string): string {
+  const known = sharedTexts.get(text);
+  if (known !== undefined) return known;
+  if (sharedTexts.size < SHARED_TEXTS_MAX) sharedTexts.set(text, text);
+  return text;
 }
 
 /**
