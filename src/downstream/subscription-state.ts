@@ -204,7 +204,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
         this.refuse(name, joined.reason, joined.message, fan);
         continue;
       }
-      this.setName(name, joined);
+      this.setName(joined.sharedSpelling(name), joined);
       if (joined.isCollection) {
         this.collections.add(joined.key);
         if (heldBeforeJoin) this.resendHeldMembers(joined, name, fan, initial, heldBeforeJoin);
