@@ -204,13 +204,14 @@ export class ConnectionGuard {
       if (!settings.take()) cut('settings_flood');
     });
 
-    const resets = new TokenBucket(RESETS_PER_SECOND, RESET_BURST);
+    // Made by the first reset: a bucket starts full and fills no further, so one made then is the same (most connections never reset a stream).
+    let resets: TokenBucket | undefined;
     const metrics = this.deps.metrics;
     // One listener of each kind per connection, shared by its streams (hundreds
     // of idle ones, behind a proxy): an emitter calls it with the stream as
     // `this`. 'close' and 'finish' come once per stream: no once() wrappers.
     const onStreamClose = function (this: http2.ServerHttp2Stream): void {
-      if (this.rstCode !== undefined && this.rstCode !== http2.constants.NGHTTP2_NO_ERROR && !resets.take()) cut('rapid_reset');
+      if (this.rstCode !== undefined && this.rstCode !== http2.constants.NGHTTP2_NO_ERROR && !(resets ??= new TokenBucket(RESETS_PER_SECOND, RESET_BURST)).take()) cut('rapid_reset');
     };
     // Our side is done (status sent). grpc-js refuses a message announced above
     // the receive limit as soon as its 5-byte prefix arrives, ending that stream
