@@ -96,7 +96,7 @@ export function summarizeClients(
   for (const s of streams) {
     count++;
     let rowStatus: ClientTypeStatus = 'SYNCED';
-    for (const state of s.states.values()) {
+    for (const state of s.states) {
       if (state.names.size === 0) continue;
       const st = typeStatus(s, state);
       let counts = byType.get(state.typeUrl);
@@ -116,7 +116,7 @@ export function summarizeClients(
   const rows = shown.map((s): ClientRow => {
     const types: ClientRow['types'] = [];
     let status: ClientTypeStatus = 'SYNCED';
-    for (const state of s.states.values()) {
+    for (const state of s.states) {
       if (state.names.size === 0) continue;
       const st = typeStatus(s, state);
       types.push({ typeUrl: state.typeUrl, status: st, names: state.names.size, refused: state.refusedCount, nacks: state.nacks });

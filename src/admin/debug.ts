@@ -13,7 +13,8 @@ export interface ClientStreamInfo {
   readonly openedAt: number;
   readonly node: Node | undefined;
   readonly protocol: 'delta' | 'sotw';
-  readonly states: ReadonlyMap<string, TypeStateView>;
+  /** Per type URL, in the order of each type's first request. */
+  readonly states: readonly TypeStateView[];
   readonly nacks: number;
   readonly lastNonce: string;
   readonly lastAckedNonce: string;
@@ -134,7 +135,7 @@ export function clientsView(streams: Iterable<ClientStreamInfo>, q: ClientsQuery
           nacks: s.nacks,
         },
         slow: s.isSlow,
-        types: [...s.states.values()].sort(byString((v) => v.typeUrl)).map((v) => typeView(v, q.held, toldAbsent)),
+        types: [...s.states].sort(byString((v) => v.typeUrl)).map((v) => typeView(v, q.held, toldAbsent)),
       };
     }),
   };

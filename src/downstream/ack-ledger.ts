@@ -2,6 +2,7 @@ import type { Variant } from '../cache/memory-cache';
 import { TOLD_ABSENT, type OutgoingResponse } from './outgoing';
 
 const NO_NAMES: readonly string[] = [];
+const NO_RESPONSES: readonly OutgoingResponse[] = [];
 
 /** A NACK the client sent: what it rejected, why and when. */
 export interface Rejected {
@@ -31,8 +32,8 @@ export interface ClientView {
 export class AckLedger {
   /** Name as the client knows it → version last sent (or TOLD_ABSENT). */
   readonly held = new Map<string, string>();
-  /** Responses sent and not yet ACKed or NACKed, oldest first. */
-  readonly unacked: OutgoingResponse[] = [];
+  /** Responses sent and not yet ACKed or NACKed, oldest first; none (most of a stream's life): no list. */
+  private awaitingAnswer: OutgoingResponse[] | undefined;
   private lastSent = '';
   private nackCount = 0;
   /** Names whose last sent version the client NACKed. */
@@ -61,6 +62,11 @@ export class AckLedger {
 
   /** `tracksResponseVersions`: remember which response changed each name (state of the world: its version_info is what the client reports). */
   constructor(private readonly tracksResponseVersions: boolean) {}
+
+  /** Responses sent and not yet ACKed or NACKed, oldest first. */
+  get unacked(): readonly OutgoingResponse[] {
+    return this.awaitingAnswer ?? NO_RESPONSES;
+  }
 
   /** The last response's nonce ('' before the first). */
   get lastNonce(): string {
@@ -101,7 +107,8 @@ export class AckLedger {
 
   /** `r` was sent: it waits for the client's ACK or NACK. */
   sent(r: OutgoingResponse): void {
-    this.unacked.push(r);
+    if (this.awaitingAnswer) this.awaitingAnswer.push(r);
+    else this.awaitingAnswer = [r];
     this.lastSent = r.nonce;
   }
 
@@ -208,7 +215,8 @@ export class AckLedger {
   }
 
   private dropUnacked(last: number): void {
-    if (last === this.unacked.length - 1) this.unacked.length = 0;
-    else this.unacked.splice(0, last + 1);
+    const q = this.awaitingAnswer;
+    if (!q || last === q.length - 1) this.awaitingAnswer = undefined;
+    else q.splice(0, last + 1);
   }
 }

@@ -53,6 +53,13 @@ export const SUBSCRIBE_SLICE = 256;
 /** A stream with this many requests waiting stops being read (HTTP/2 flow control holds its client back). */
 const PAUSE_AT_WAITING = 4;
 
+type ServerCall = grpc.ServerDuplexStream<Buffer, Buffer>;
+
+/** Each open call's stream, for the listeners every stream shares (AdsStream.onCall…). */
+const streamOfCall = new WeakMap<ServerCall, AdsStream>();
+
+const NO_STATES: readonly SubscriptionState[] = [];
+
 let nextStreamId = 1;
 let truncationUnwatchedLogged = false;
 
@@ -69,7 +76,8 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
   node: Node | undefined;
   supportsTtl = false;
   identity: string | undefined;
-  readonly states = new Map<string, SubscriptionState>();
+  /** One state per type URL, in the order of each type's first request: a list (a stream asks for few types), made on the first. */
+  private typeStates: SubscriptionState[] | undefined;
   blocked = false;
   private closed = false;
   /** Warnings this stream's input causes (refused names, NACKs): bounded by time, not by input. Made on the first. */
@@ -78,8 +86,8 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
   private readonly changeBudget: TokenBucket | undefined;
   lastNonce = '';
   lastAckedNonce = '';
-  /** Requests that arrived while earlier work of this stream was waiting, in order. */
-  private readonly waitingRequests: Buffer[] = [];
+  /** Requests that arrived while earlier work of this stream was waiting, in order; none (most of a stream's life): no list. */
+  private waitingRequests: Buffer[] | undefined;
   /** The rest of a request being applied in slices; it runs before the next waiting request. */
   private continuation: (() => boolean) | undefined;
   /** This stream is in the scheduler's queue. */
@@ -94,28 +102,61 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
     this.identity = opts.identify?.(call, undefined);
     const limits = opts.limits;
     if (limits) this.changeBudget = new TokenBucket(limits.subscriptionRate, limits.subscriptionBurst);
-    call.on('data', (bytes: Buffer) => this.onData(bytes));
-    call.on('end', () => {
-      this.close('client half-closed');
-      call.end();
-    });
-    call.on('error', (err: Error) => this.close(`stream error: ${err.message}`));
-    call.on('cancelled', () => this.close('cancelled'));
-    call.on('close', () => this.close('closed'));
-    call.on('drain', () => this.onDrain());
+    streamOfCall.set(call, this);
+    call.on('data', AdsStream.onCallData);
+    call.on('end', AdsStream.onCallEnd);
+    call.on('error', AdsStream.onCallError);
+    call.on('cancelled', AdsStream.onCallCancelled);
+    call.on('close', AdsStream.onCallClose);
+    call.on('drain', AdsStream.onCallDrain);
     // A message cut off by the client's end of stream is a malformed request, not a clean close.
-    const watched = watchTruncation(call, (missing) => {
-      this.opts.metrics.badRequests.inc({ reason: 'truncated' });
-      this.fail(grpc.status.INVALID_ARGUMENT, `request message cut off by the end of the stream (${missing} bytes missing)`);
-    });
+    const watched = watchTruncation(call, this, AdsStream.onTruncated);
     if (!watched && !truncationUnwatchedLogged) {
       truncationUnwatchedLogged = true;
       opts.logger.warn('this @grpc/grpc-js hides its HTTP/2 streams: a request cut off by the end of a stream is not detected');
     }
   }
 
+  // The call's listeners: one function per event for every stream (an emitter
+  // calls its listeners with itself as `this`), not closures made per stream.
+
+  private static onCallData(this: ServerCall, bytes: Buffer): void {
+    streamOfCall.get(this)?.onData(bytes);
+  }
+
+  private static onCallEnd(this: ServerCall): void {
+    streamOfCall.get(this)?.close('client half-closed');
+    this.end();
+  }
+
+  private static onCallError(this: ServerCall, err: Error): void {
+    streamOfCall.get(this)?.close(`stream error: ${err.message}`);
+  }
+
+  private static onCallCancelled(this: ServerCall): void {
+    streamOfCall.get(this)?.close('cancelled');
+  }
+
+  private static onCallClose(this: ServerCall): void {
+    streamOfCall.get(this)?.close('closed');
+  }
+
+  private static onCallDrain(this: ServerCall): void {
+    streamOfCall.get(this)?.onDrain();
+  }
+
+  private static onTruncated(stream: AdsStream, missing: number): void {
+    stream.opts.metrics.badRequests.inc({ reason: 'truncated' });
+    stream.fail(grpc.status.INVALID_ARGUMENT, `request message cut off by the end of the stream (${missing} bytes missing)`);
+  }
+
   private get warnings(): WarnLimiter {
     return (this.warningLimiter ??= new WarnLimiter(this.opts.logger, this.opts.logRepeatIntervalMs, { client: this.id, peer: this.peer }, this.opts.warnBudget));
+  }
+
+  /** The stream's state per type URL, in the order of each type's first request. */
+  get states(): readonly SubscriptionState[] {
+    return this.typeStates ?? NO_STATES;
   }
 
   get nodeId(): string {
@@ -128,7 +169,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
 
   get nacks(): number {
     let n = 0;
-    for (const s of this.states.values()) n += s.nacks;
+    for (const s of this.states) n += s.nacks;
     return n;
   }
 
@@ -188,7 +229,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
 
   /** This stream's status for one type as the client-status counts have it (constant time); undefined while it subscribes nothing there. */
   typeStatus(typeUrl: string): Severity | undefined {
-    const state = this.states.get(typeUrl);
+    const state = this.stateOf(typeUrl);
     return state && this.opts.statusTally?.statusOf(state);
   }
 
@@ -200,7 +241,8 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
       this.apply(bytes);
       return;
     }
-    this.waitingRequests.push(bytes);
+    if (this.waitingRequests) this.waitingRequests.push(bytes);
+    else this.waitingRequests = [bytes];
     if (this.waitingRequests.length >= PAUSE_AT_WAITING && !this.paused) {
       this.paused = true;
       this.call.pause();
@@ -215,16 +257,16 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
         const more = this.guarded(this.continuation);
         if (!more) this.continuation = undefined;
       } else {
-        const next = this.waitingRequests.shift();
+        const next = this.waitingRequests?.shift();
         if (next) this.apply(next);
-        if (this.paused && this.waitingRequests.length < PAUSE_AT_WAITING && !this.closed) {
+        if (this.paused && (this.waitingRequests?.length ?? 0) < PAUSE_AT_WAITING && !this.closed) {
           this.paused = false;
           this.call.resume();
         }
       }
     }
-    this.queued = !this.closed && (this.continuation !== undefined || this.waitingRequests.length > 0);
-    if (!this.queued) this.waitingRequests.length = 0;
+    this.queued = !this.closed && (this.continuation !== undefined || (this.waitingRequests?.length ?? 0) > 0);
+    if (!this.queued) this.waitingRequests = undefined;
     return this.queued;
   }
 
@@ -319,7 +361,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
     }
     if (added > 0) {
       let held = added;
-      for (const s of this.states.values()) held += s.names.size;
+      for (const s of this.states) held += s.names.size;
       if (held > limits.maxSubscriptionsPerStream) {
         return this.exhausted('subscriptions_per_stream', `more than ${limits.maxSubscriptionsPerStream} subscriptions on one stream`);
       }
@@ -365,11 +407,19 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
 
   /** The stream's state for `typeUrl`, made on its first request (see isNew). */
   protected stateFor(typeUrl: string): SubscriptionState {
-    let state = this.states.get(typeUrl);
+    let state = this.stateOf(typeUrl);
     if (state) return state;
     state = new SubscriptionState(typeUrl, this, this.opts.engine, this.opts.builder);
-    this.states.set(typeUrl, state);
+    if (this.typeStates) this.typeStates.push(state);
+    else this.typeStates = [state];
     return state;
+  }
+
+  /** The stream's state for `typeUrl`, if it has had a request. */
+  protected stateOf(typeUrl: string): SubscriptionState | undefined {
+    const states = this.typeStates;
+    if (states) for (const state of states) if (state.typeUrl === typeUrl) return state;
+    return undefined;
   }
 
   /**
@@ -379,7 +429,8 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
    */
   protected acknowledge(state: SubscriptionState, nonce: string, errorDetail: ErrorDetail | undefined): boolean {
     const outcome = state.acknowledge(nonce, errorDetail?.message);
-    if (outcome === 'ack') this.lastAckedNonce = nonce;
+    // Usually the last response's: keep the string already held rather than the request's copy.
+    if (outcome === 'ack') this.lastAckedNonce = nonce === this.lastNonce ? this.lastNonce : nonce;
     else if (outcome === 'nack') {
       const { metrics } = this.opts;
       metrics.nacks.inc({ type: metrics.typeLabel(state.typeUrl) });
@@ -391,7 +442,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
 
   private onDrain(): void {
     this.blocked = false;
-    for (const state of this.states.values()) {
+    for (const state of this.states) {
       if (this.closed || this.blocked) return;
       state.drainBacklog();
     }
@@ -400,7 +451,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
   private close(why: string): void {
     if (this.closed) return;
     this.closed = true;
-    for (const state of this.states.values()) {
+    for (const state of this.states) {
       state.close();
       this.opts.statusTally?.closed(state);
     }

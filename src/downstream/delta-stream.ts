@@ -15,7 +15,7 @@ export class DeltaStream extends AdsStream {
     this.noteNode(req.node);
     if (!this.requireTypeUrl(req.typeUrl)) return;
     if (!this.withinLimits(req.subscribe.length + req.unsubscribe.length, req.subscribe.length)) return;
-    const first = !this.states.has(req.typeUrl);
+    const first = this.stateOf(req.typeUrl) === undefined;
     const state = this.stateFor(req.typeUrl);
     if (!this.acknowledge(state, req.nonce, req.errorDetail)) return;
     const subscribe = state.requestedNames(req.subscribe, req.unsubscribe.length > 0);

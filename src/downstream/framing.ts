@@ -36,39 +36,72 @@ function isHttp2Stream(x: unknown): x is http2.ServerHttp2Stream {
 }
 
 /**
- * Calls `onTruncated` when the client ends its side of `call` in the middle of
- * a message. Returns false when the HTTP/2 stream could not be found.
+ * The framing of one HTTP/2 stream's request bytes: what the message being
+ * received still owes — its prefix (the length read big-endian as it arrives,
+ * after the flag byte), then its body.
  */
-export function watchTruncation(call: grpc.ServerDuplexStream<Buffer, Buffer>, onTruncated: (missing: number) => void): boolean {
-  const stream = http2StreamOf(call);
-  if (!stream) return false;
-  // Bytes still owed by the message being received: its prefix (the length
-  // read big-endian as it arrives, after the flag byte), then its body.
-  let prefixLeft = 0;
-  let length = 0;
-  let bodyLeft = 0;
-  stream.on('data', (chunk: Buffer) => {
+class FrameTracker<Owner> {
+  private prefixLeft = 0;
+  private length = 0;
+  private bodyLeft = 0;
+
+  constructor(
+    private readonly owner: Owner,
+    private readonly onTruncated: (owner: Owner, missing: number) => void,
+  ) {}
+
+  follow(chunk: Buffer): void {
     let pos = 0;
     while (pos < chunk.length) {
-      if (bodyLeft > 0) {
-        const n = Math.min(bodyLeft, chunk.length - pos);
-        bodyLeft -= n;
+      if (this.bodyLeft > 0) {
+        const n = Math.min(this.bodyLeft, chunk.length - pos);
+        this.bodyLeft -= n;
         pos += n;
         continue;
       }
-      if (prefixLeft === 0) {
-        prefixLeft = PREFIX;
-        length = 0;
+      if (this.prefixLeft === 0) {
+        this.prefixLeft = PREFIX;
+        this.length = 0;
       }
-      if (prefixLeft < PREFIX) length = length * 256 + chunk[pos]!;
-      prefixLeft--;
+      if (this.prefixLeft < PREFIX) this.length = this.length * 256 + chunk[pos]!;
+      this.prefixLeft--;
       pos++;
-      if (prefixLeft === 0) bodyLeft = length;
+      if (this.prefixLeft === 0) this.bodyLeft = this.length;
     }
-  });
-  stream.once('end', () => {
-    if (prefixLeft > 0) onTruncated(prefixLeft);
-    else if (bodyLeft > 0) onTruncated(bodyLeft);
-  });
+  }
+
+  ended(): void {
+    if (this.prefixLeft > 0) this.onTruncated(this.owner, this.prefixLeft);
+    else if (this.bodyLeft > 0) this.onTruncated(this.owner, this.bodyLeft);
+  }
+}
+
+/** Each watched HTTP/2 stream's tracker, for the two listeners every stream shares (a stream per client: no closures each). */
+const trackerOf = new WeakMap<http2.ServerHttp2Stream, FrameTracker<unknown>>();
+
+function onStreamData(this: http2.ServerHttp2Stream, chunk: Buffer): void {
+  trackerOf.get(this)?.follow(chunk);
+}
+
+// 'end' comes once: a plain listener, without the wrapper once() would make per stream.
+function onStreamEnd(this: http2.ServerHttp2Stream): void {
+  trackerOf.get(this)?.ended();
+}
+
+/**
+ * Calls `onTruncated(owner, missing)` when the client ends its side of `call`
+ * in the middle of a message. Returns false when the HTTP/2 stream could not
+ * be found.
+ */
+export function watchTruncation<Owner>(
+  call: grpc.ServerDuplexStream<Buffer, Buffer>,
+  owner: Owner,
+  onTruncated: (owner: Owner, missing: number) => void,
+): boolean {
+  const stream = http2StreamOf(call);
+  if (!stream) return false;
+  trackerOf.set(stream, new FrameTracker(owner, onTruncated) as FrameTracker<unknown>);
+  stream.on('data', onStreamData);
+  stream.on('end', onStreamEnd);
   return true;
 }

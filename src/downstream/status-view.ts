@@ -234,7 +234,7 @@ export function relayStatusSource(inputs: RelayStatusInputs): StatusSource {
           node: s.node,
           resources: (withContents) => {
             const out: ResourceStatus[] = [];
-            for (const state of s.states.values()) out.push(...stateResources(state, engine, withContents));
+            for (const state of s.states) out.push(...stateResources(state, engine, withContents));
             return out;
           },
         };

@@ -1,4 +1,5 @@
 import type { CacheEntry, Variant } from '../cache/memory-cache';
+import { CompactMap } from '../compact-map';
 import type { FanOut, FanOutTarget } from '../engine/fan-out';
 import { WILDCARD } from '../proto/xds-names';
 import type { Subscription } from '../engine/subscription';
@@ -56,8 +57,8 @@ function mayNameCollection(name: string): boolean {
  * read a request differently, its protocol's rules (protocol-rules.ts) decide.
  */
 export class SubscriptionState implements Watcher, FanOutTarget {
-  /** The client's spelling of each subscription → the engine's subscription (null: refused). Changed only through setName/deleteName. */
-  readonly names = new Map<string, Subscription | null>();
+  /** The client's spelling of each subscription → the engine's subscription (null: refused). Changed only through setName/deleteName. Usually one (a glob): a compact map. */
+  readonly names = new CompactMap<string, Subscription | null>();
   /** How many of `names` are refused (null), kept as they change: status views read it without walking the names. */
   private refusedNames = 0;
   /**
@@ -203,7 +204,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
         this.refuse(name, joined.reason, joined.message, fan);
         continue;
       }
-      this.setName(name, joined);
+      this.setName(joined.sharedSpelling(name), joined);
       if (joined.isCollection) {
         this.collections.add(joined.key);
         if (heldBeforeJoin) this.resendHeldMembers(joined, name, fan, initial, heldBeforeJoin);

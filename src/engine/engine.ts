@@ -135,7 +135,7 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
       sub.graceTimer = undefined;
     }
     const before = sub.watchers.get(watcher);
-    const after = addSpelling(before, spelling);
+    const after = addSpelling(before, sub.sharedSpelling(spelling));
     if (after !== before) {
       sub.watchers.set(watcher, after);
       this.clientSubscriptions++;

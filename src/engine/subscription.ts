@@ -85,4 +85,13 @@ export class Subscription {
   get isCollection(): boolean {
     return this.kind === 'glob' || this.kind === 'wildcard';
   }
+
+  /**
+   * `spelling`, as the string this subscription already holds when it is the
+   * same (the name it asks upstream for): every client naming it then keeps
+   * one shared copy instead of the one decoded from its own request.
+   */
+  sharedSpelling(spelling: string): string {
+    return spelling === this.upstreamName ? this.upstreamName : spelling;
+  }
 }

@@ -101,10 +101,52 @@ function decodeNode(buf: Uint8Array): Node {
     if (err instanceof WireError) throw new RequestError(`node does not decode: ${err.message}`);
     throw err;
   }
+  let node: Node;
   try {
-    return nodeCodec.decode(buf);
+    node = nodeCodec.decode(buf);
   } catch (err) {
     throw new RequestError(`node does not decode: ${(err as Error).message}`);
+  }
+  shareEmptyFields(node as Record<string, unknown>);
+  if (node.cluster !== undefined) node.cluster = sharedText(node.cluster);
+  if (node.user_agent_name !== undefined) node.user_agent_name = sharedText(node.user_agent_name);
+  if (node.user_agent_version !== undefined) node.user_agent_version = sharedText(node.user_agent_version);
+  return node;
+}
+
+/**
+ * One copy of each node text many clients send alike (cluster, user agent
+ * name and version), as a node is kept for its stream's life. Bounded: past
+ * SHARED_TEXTS_MAX distinct values a new one is kept as decoded.
+ */
+const sharedTexts = new Map<string, string>();
+const SHARED_TEXTS_MAX = 1024;
+
+function sharedText(text: string): string {
+  const known = sharedTexts.get(text);
+  if (known !== undefined) return known;
+  if (sharedTexts.size < SHARED_TEXTS_MAX) sharedTexts.set(text, text);
+  return text;
+}
+
+/**
+ * Shared by every decoded node for its empty list and map fields (decoding
+ * makes one of each per node, and most are empty, e.g. listening_addresses,
+ * dynamic_parameters): a client's node is kept for as long as its stream.
+ * Frozen, so nothing can add to one node's field through another's.
+ */
+const EMPTY_LIST: readonly unknown[] = Object.freeze([]);
+const EMPTY_MAP: Readonly<Record<string, unknown>> = Object.freeze({});
+
+/** Replaces `node`'s empty lists and maps (top level) by the shared empty ones; the keys and their order stay. */
+function shareEmptyFields(node: Record<string, unknown>): void {
+  for (const key of Object.keys(node)) {
+    const value = node[key];
+    if (Array.isArray(value)) {
+      if (value.length === 0) node[key] = EMPTY_LIST;
+    } else if (typeof value === 'object' && value !== null && Object.getPrototypeOf(value) === Object.prototype && Object.keys(value).length === 0) {
+      node[key] = EMPTY_MAP;
+    }
   }
 }
 

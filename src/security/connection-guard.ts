@@ -204,21 +204,28 @@ export class ConnectionGuard {
       if (!settings.take()) cut('settings_flood');
     });
 
-    const resets = new TokenBucket(RESETS_PER_SECOND, RESET_BURST);
+    // Made by the first reset: a bucket starts full and fills no further, so one made then is the same (most connections never reset a stream).
+    let resets: TokenBucket | undefined;
+    const metrics = this.deps.metrics;
+    // One listener of each kind per connection, shared by its streams (hundreds
+    // of idle ones, behind a proxy): an emitter calls it with the stream as
+    // `this`. 'close' and 'finish' come once per stream: no once() wrappers.
+    const onStreamClose = function (this: http2.ServerHttp2Stream): void {
+      if (this.rstCode !== undefined && this.rstCode !== http2.constants.NGHTTP2_NO_ERROR && !(resets ??= new TokenBucket(RESETS_PER_SECOND, RESET_BURST)).take()) cut('rapid_reset');
+    };
+    // Our side is done (status sent). grpc-js refuses a message announced above
+    // the receive limit as soon as its 5-byte prefix arrives, ending that stream
+    // only; an announcement of several times the limit is no mistake but a probe,
+    // and the connection goes too.
+    const onStreamFinish = function (this: http2.ServerHttp2Stream): void {
+      const declared = oversizeRefusal(this.sentTrailers ?? this.sentHeaders);
+      if (declared === undefined) return;
+      metrics.limitExceeded.inc({ limit: 'request_size' });
+      if (declared.size >= OVERSIZE_CUT_FACTOR * declared.limit) cut('oversized_message');
+    };
     session.on('stream', (stream: http2.ServerHttp2Stream) => {
-      stream.once('close', () => {
-        if (stream.rstCode !== undefined && stream.rstCode !== http2.constants.NGHTTP2_NO_ERROR && !resets.take()) cut('rapid_reset');
-      });
-      // Our side is done (status sent). grpc-js refuses a message announced above
-      // the receive limit as soon as its 5-byte prefix arrives, ending that stream
-      // only; an announcement of several times the limit is no mistake but a probe,
-      // and the connection goes too.
-      stream.once('finish', () => {
-        const declared = oversizeRefusal(stream.sentTrailers ?? stream.sentHeaders);
-        if (declared === undefined) return;
-        this.deps.metrics.limitExceeded.inc({ limit: 'request_size' });
-        if (declared.size >= OVERSIZE_CUT_FACTOR * declared.limit) cut('oversized_message');
-      });
+      stream.on('close', onStreamClose);
+      stream.on('finish', onStreamFinish);
     });
   }
 

@@ -1,0 +1,102 @@
+/**
+ * A map that keeps its first entry in fields and makes a real Map only when
+ * a second key is added. For per-client maps that usually hold one entry (a
+ * client naming one glob): a small object instead of a Map and its hash
+ * table, several times the size, for each of thousands of idle streams.
+ *
+ * Keys compare as in a Map (SameValueZero) and iterate in insertion order.
+ * One difference: an iteration begun while it holds a single entry does not
+ * see keys added during it (a Map's does).
+ */
+export class CompactMap<K, V> implements ReadonlyMap<K, V> {
+  /** Every entry, once a second key was added. */
+  private many: Map<K, V> | undefined;
+  private soleKey: K | undefined;
+  private soleValue: V | undefined;
+  private holdsSole = false;
+
+  get size(): number {
+    if (this.many) return this.many.size;
+    return this.holdsSole ? 1 : 0;
+  }
+
+  get(key: K): V | undefined {
+    if (this.many) return this.many.get(key);
+    return this.isSole(key) ? this.soleValue : undefined;
+  }
+
+  has(key: K): boolean {
+    if (this.many) return this.many.has(key);
+    return this.isSole(key);
+  }
+
+  set(key: K, value: V): this {
+    if (this.many) {
+      this.many.set(key, value);
+    } else if (!this.holdsSole || this.isSole(key)) {
+      this.soleKey = key;
+      this.soleValue = value;
+      this.holdsSole = true;
+    } else {
+      this.many = new Map<K, V>().set(this.soleKey as K, this.soleValue as V).set(key, value);
+      this.forgetSole();
+    }
+    return this;
+  }
+
+  delete(key: K): boolean {
+    if (this.many) return this.many.delete(key);
+    if (!this.isSole(key)) return false;
+    this.forgetSole();
+    return true;
+  }
+
+  clear(): void {
+    this.many = undefined;
+    this.forgetSole();
+  }
+
+  forEach(fn: (value: V, key: K, map: ReadonlyMap<K, V>) => void): void {
+    for (const [key, value] of this.entries()) fn(value, key, this);
+  }
+
+  entries(): MapIterator<[K, V]> {
+    return this.many ? this.many.entries() : this.soleEntries();
+  }
+
+  keys(): MapIterator<K> {
+    return this.many ? this.many.keys() : this.soleKeys();
+  }
+
+  values(): MapIterator<V> {
+    return this.many ? this.many.values() : this.soleValues();
+  }
+
+  [Symbol.iterator](): MapIterator<[K, V]> {
+    return this.entries();
+  }
+
+  private isSole(key: K): boolean {
+    const sole = this.soleKey;
+    // SameValueZero, as a Map compares keys: NaN equals NaN.
+    return this.holdsSole && (sole === key || (sole !== sole && key !== key));
+  }
+
+  private forgetSole(): void {
+    this.soleKey = undefined;
+    this.soleValue = undefined;
+    this.holdsSole = false;
+  }
+
+  private *soleEntries(): MapIterator<[K, V]> {
+    if (this.holdsSole) yield [this.soleKey as K, this.soleValue as V];
+  }
+
+  private *soleKeys(): MapIterator<K> {
+    if (this.holdsSole) yield this.soleKey as K;
+  }
+
+  private *soleValues(): MapIterator<V> {
+    if (this.holdsSole) yield this.soleValue as V;
+  }
+}
