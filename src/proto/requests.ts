@@ -116,13 +116,17 @@ function decodeNode(buf: Uint8Array): Node {
 
 /**
  * One copy of each node text many clients send alike (cluster, user agent
- * name and version), as a node is kept for its stream's life. Bounded: past
- * SHARED_TEXTS_MAX distinct values a new one is kept as decoded.
+ * name and version), as a node is kept for its stream's life. Bounded, as
+ * the table outlives the streams and clients choose what goes in it: past
+ * SHARED_TEXTS_MAX distinct values, or above SHARED_TEXT_MAX_LENGTH
+ * characters, a text is kept as decoded (at most ~0.5 MB held).
  */
 const sharedTexts = new Map<string, string>();
 const SHARED_TEXTS_MAX = 1024;
+const SHARED_TEXT_MAX_LENGTH = 256;
 
 function sharedText(text: string): string {
+  if (text.length > SHARED_TEXT_MAX_LENGTH) return text;
   const known = sharedTexts.get(text);
   if (known !== undefined) return known;
   if (sharedTexts.size < SHARED_TEXTS_MAX) sharedTexts.set(text, text);
