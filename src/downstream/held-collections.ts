@@ -1,3 +1,4 @@
+import { CompactMap } from '../compact-map';
 import type { SubscriptionPort } from '../engine/types';
 
 /**
@@ -7,14 +8,8 @@ import type { SubscriptionPort } from '../engine/types';
  * as a collection's members.
  */
 export class HeldCollections {
-  /**
-   * Collection key → how many of the client's spellings name it, once it
-   * names two collections or more. A client usually names one: that one is
-   * `soleKey`, named `soleCount` times, and costs no map.
-   */
-  private counts: Map<string, number> | undefined;
-  private soleKey: string | undefined;
-  private soleCount = 0;
+  /** Collection key → how many of the client's spellings name it (a client usually names one: no Map then). */
+  private readonly counts = new CompactMap<string, number>();
 
   constructor(
     private readonly typeUrl: string,
@@ -25,42 +20,25 @@ export class HeldCollections {
 
   /** One more spelling names collection `key`. */
   add(key: string): void {
-    const counts = this.counts;
-    if (counts) counts.set(key, (counts.get(key) ?? 0) + 1);
-    else if (this.soleKey === undefined || this.soleKey === key) {
-      this.soleKey = key;
-      this.soleCount++;
-    } else {
-      this.counts = new Map([
-        [this.soleKey, this.soleCount],
-        [key, 1],
-      ]);
-      this.soleKey = undefined;
-      this.soleCount = 0;
-    }
+    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
   }
 
   /** One spelling fewer names collection `key`; it is gone with the last. */
   drop(key: string): void {
-    const counts = this.counts;
-    if (counts) {
-      const n = (counts.get(key) ?? 0) - 1;
-      if (n > 0) counts.set(key, n);
-      else counts.delete(key);
-    } else if (this.soleKey === key && --this.soleCount === 0) this.soleKey = undefined;
+    const n = (this.counts.get(key) ?? 0) - 1;
+    if (n > 0) this.counts.set(key, n);
+    else this.counts.delete(key);
   }
 
   clear(): void {
-    this.counts = undefined;
-    this.soleKey = undefined;
-    this.soleCount = 0;
+    this.counts.clear();
   }
 
   /** Whether one of the client's collections covers resource `name`. */
   covers(name: string): boolean {
-    if (this.counts ? this.counts.size === 0 : this.soleKey === undefined) return false;
+    if (this.counts.size === 0) return false;
     const key = this.engine.heldKey(this.typeUrl, name);
-    return key !== undefined && (this.counts ? this.counts.has(key.collection) : this.soleKey === key.collection);
+    return key !== undefined && this.counts.has(key.collection);
   }
 
   /**
