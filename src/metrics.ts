@@ -223,12 +223,13 @@ export class RelayMetrics {
     help: 'Client subscriptions answered in removed_resources because they cannot be routed, by reason.',
     labelNames: ['reason'],
     registers: [this.registry],
-    collect: () => this.flushRejected(),
+    collect: () => this.flushTallies(),
   });
   /**
    * Unroutable subscriptions by reason as plain numbers, copied into
-   * rejectedSubscriptions when it is read: one request can name hundreds of
-   * thousands of them, and a labelled inc hashes its labels every time.
+   * rejectedSubscriptions with the other tallies (flushTallies): one request
+   * can name hundreds of thousands of them, and a labelled inc hashes its
+   * labels every time.
    */
   readonly rejected: Record<RejectReason, number> = { malformed: 0, unknown_authority: 0, type_mismatch: 0, no_default_upstream: 0, directive: 0 };
   private readonly rejectedFlushed: Record<RejectReason, number> = { ...this.rejected };
@@ -394,15 +395,11 @@ export class RelayMetrics {
     if (t.cacheHitsShared !== f.cacheHitsShared) this.cacheHits.inc({ tier: 'shared' }, t.cacheHitsShared - f.cacheHitsShared);
     if (t.cacheMisses !== f.cacheMisses) this.cacheMisses.inc(t.cacheMisses - f.cacheMisses);
     Object.assign(f, t);
-  }
-
-  private flushRejected(): void {
     for (const reason of REJECT_REASONS) {
       const n = this.rejected[reason] - this.rejectedFlushed[reason];
-      if (n === 0) continue;
-      this.rejectedSubscriptions.inc({ reason }, n);
-      this.rejectedFlushed[reason] = this.rejected[reason];
+      if (n > 0) this.rejectedSubscriptions.inc({ reason }, n);
     }
+    Object.assign(this.rejectedFlushed, this.rejected);
   }
 
   /** A bounded label for a type URL: its message name, or `other` once the set is full. */
