@@ -218,6 +218,29 @@ test('a TLS connection that never completes its handshake is closed', { ...T, sk
   }
 });
 
+test('a TLS connection whose handshake completed outlives the handshake deadline', { ...T, skip: opensslSkip('TLS handshake timeout test') }, async () => {
+  const pki = TestPki.create();
+  try {
+    const cert = pki.issue('relay', { dns: ['localhost'], ips: ['127.0.0.1'] });
+    await withSecureRelay({ security: { tlsCert: cert.cert, tlsKey: cert.key }, limits: { handshakeTimeoutMs: 300 } }, async (env) => {
+      env.origin.setResource(LISTENER, NAME, 'payload-v1', 'v1');
+      const c = env.client({
+        credentials: grpc.credentials.createSsl(pki.caPem),
+        channelOptions: { 'grpc.ssl_target_name_override': 'localhost' },
+      });
+      c.subscribe(LISTENER, [NAME]);
+      await c.waitForVersion(LISTENER, NAME, 'v1');
+      await sleep(600);
+      (env.origin as TestOrigin).setResource(LISTENER, NAME, 'payload-v2', 'v2');
+      await c.waitForVersion(LISTENER, NAME, 'v2', ON_TIME_MS);
+      assert.equal(c.status, undefined, 'the stream is still open');
+      assert.equal(await counter(env.relay, 'connectionsCut', 'handshake_timeout'), 0);
+    });
+  } finally {
+    pki.cleanup();
+  }
+});
+
 /** A bare grpc-js server with a 1 KiB receive limit and an echo method, guarded like the relay's listener. */
 async function withGuardedEcho(body: (port: number, metrics: RelayMetrics) => Promise<void>): Promise<void> {
   const metrics = new RelayMetrics({ defaultMetrics: false });

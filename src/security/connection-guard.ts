@@ -95,11 +95,82 @@ function connectionKey(socket: { remoteAddress?: string; remotePort?: number }):
   return `${socket.remoteAddress ?? ''}|${socket.remotePort ?? ''}`;
 }
 
+/**
+ * One guarded connection: its limits' state, reached from the socket, the
+ * session and its streams through the CONNECTION property, so every
+ * connection shares the same listener functions (thousands of idle
+ * connections, each with its own closures, would cost ~0.5 KB apiece).
+ */
 interface Connection {
-  socket: net.Socket;
-  peer: string;
+  readonly guard: ConnectionGuard;
+  readonly socket: net.Socket;
+  readonly peer: string;
+  readonly key: string;
   handshakeTimer: NodeJS.Timeout | undefined;
-  session?: http2.ServerHttp2Session;
+  session: http2.ServerHttp2Session | undefined;
+  lastPing: number;
+  pingStrikes: number;
+  settings: TokenBucket | undefined;
+  /** Made by the first reset (most connections never reset a stream): a bucket starts full and fills no further, so one made then is the same. */
+  resets: TokenBucket | undefined;
+}
+
+const CONNECTION = Symbol('guarded connection');
+type Guarded<T> = T & { [CONNECTION]?: Connection };
+
+function connectionOf(target: object): Connection | undefined {
+  return (target as Guarded<object>)[CONNECTION];
+}
+
+// The shared listeners: an emitter calls each with itself as `this`.
+
+function onSocketClose(this: Guarded<net.Socket>): void {
+  const conn = this[CONNECTION];
+  if (conn) conn.guard.forget(conn);
+}
+
+function onPing(this: Guarded<http2.ServerHttp2Session>): void {
+  const conn = this[CONNECTION];
+  if (!conn) return;
+  const now = performance.now();
+  if (now - conn.lastPing < conn.guard.minPingIntervalMs) {
+    if (++conn.pingStrikes > MAX_PING_STRIKES) conn.guard.cutSession(this, conn.peer, 'ping_flood');
+  } else {
+    conn.pingStrikes = 0;
+  }
+  conn.lastPing = now;
+}
+
+function onRemoteSettings(this: Guarded<http2.ServerHttp2Session>): void {
+  const conn = this[CONNECTION];
+  if (conn && !(conn.settings ??= new TokenBucket(SETTINGS_PER_SECOND, SETTINGS_BURST)).take()) conn.guard.cutSession(this, conn.peer, 'settings_flood');
+}
+
+function onStream(this: Guarded<http2.ServerHttp2Session>, stream: Guarded<http2.ServerHttp2Stream>): void {
+  // A stream has no session any more when it closes: it keeps its connection itself.
+  stream[CONNECTION] = this[CONNECTION];
+  stream.on('close', onStreamClose);
+  stream.on('finish', onStreamFinish);
+}
+
+// 'close' and 'finish' come once per stream: no once() wrappers.
+function onStreamClose(this: Guarded<http2.ServerHttp2Stream>): void {
+  const conn = this[CONNECTION];
+  if (!conn?.session || this.rstCode === undefined || this.rstCode === http2.constants.NGHTTP2_NO_ERROR) return;
+  if (!(conn.resets ??= new TokenBucket(RESETS_PER_SECOND, RESET_BURST)).take()) conn.guard.cutSession(conn.session, conn.peer, 'rapid_reset');
+}
+
+/**
+ * Our side is done (status sent). grpc-js refuses a message announced above
+ * the receive limit as soon as its 5-byte prefix arrives, ending that stream
+ * only; an announcement of several times the limit is no mistake but a probe,
+ * and the connection goes too.
+ */
+function onStreamFinish(this: Guarded<http2.ServerHttp2Stream>): void {
+  const declared = oversizeRefusal(this.sentTrailers ?? this.sentHeaders);
+  const conn = this[CONNECTION];
+  if (declared === undefined || !conn) return;
+  conn.guard.oversized(conn, declared);
 }
 
 export class ConnectionGuard {
@@ -121,6 +192,10 @@ export class ConnectionGuard {
     this.warnings = new WarnLimiter(this.log, deps.logRepeatIntervalMs);
   }
 
+  get minPingIntervalMs(): number {
+    return this.limits.minPingIntervalMs;
+  }
+
   /** Starts guarding every listener of a bound grpc.Server (call right after bindAsync succeeds). */
   attach(server: grpc.Server): void {
     for (const h2 of http2ServersOf(server)) {
@@ -136,7 +211,7 @@ export class ConnectionGuard {
     }
   }
 
-  private onConnection(socket: net.Socket): void {
+  private onConnection(socket: Guarded<net.Socket>): void {
     const peer = peerAddress(socket);
     const { maxConnections, maxConnectionsPerPeer } = this.limits;
     const reason =
@@ -152,84 +227,71 @@ export class ConnectionGuard {
       socket.destroy();
       return;
     }
-    const key = connectionKey(socket);
     const conn: Connection = {
+      guard: this,
       socket,
       peer,
-      handshakeTimer: setTimeout(() => this.cutSocket(conn, 'handshake_timeout'), this.limits.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS),
+      key: connectionKey(socket),
+      handshakeTimer: undefined,
+      session: undefined,
+      lastPing: -Infinity,
+      pingStrikes: 0,
+      settings: undefined,
+      resets: undefined,
     };
-    conn.handshakeTimer!.unref();
-    this.open.set(key, conn);
+    conn.handshakeTimer = setTimeout(() => this.cutSocket(conn, 'handshake_timeout'), this.limits.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS);
+    conn.handshakeTimer.unref();
+    socket[CONNECTION] = conn;
+    this.open.set(conn.key, conn);
     this.perPeer.set(peer, (this.perPeer.get(peer) ?? 0) + 1);
     this.deps.metrics.connections.inc();
-    socket.once('close', () => {
-      clearTimeout(conn.handshakeTimer);
-      if (this.open.get(key) !== conn) return;
-      this.open.delete(key);
-      const n = (this.perPeer.get(peer) ?? 1) - 1;
-      if (n <= 0) this.perPeer.delete(peer);
-      else this.perPeer.set(peer, n);
-      this.deps.metrics.connections.dec();
-    });
+    socket.on('close', onSocketClose);
   }
 
-  private onSession(session: http2.ServerHttp2Session): void {
+  /** The socket of `conn` closed. */
+  forget(conn: Connection): void {
+    clearTimeout(conn.handshakeTimer);
+    conn.handshakeTimer = undefined;
+    if (this.open.get(conn.key) !== conn) return;
+    this.open.delete(conn.key);
+    const n = (this.perPeer.get(conn.peer) ?? 1) - 1;
+    if (n <= 0) this.perPeer.delete(conn.peer);
+    else this.perPeer.set(conn.peer, n);
+    this.deps.metrics.connections.dec();
+  }
+
+  private onSession(session: Guarded<http2.ServerHttp2Session>): void {
     const socket = session.socket;
-    const conn = socket ? this.open.get(connectionKey(socket)) : undefined;
-    if (conn) {
-      clearTimeout(conn.handshakeTimer);
-      conn.handshakeTimer = undefined;
-      conn.session = session;
-    }
-    const peer = conn?.peer ?? (socket ? peerAddress(socket as net.Socket) : 'unknown');
-    const cut = (reason: CutReason): void => this.cutSession(session, peer, reason);
-
-    const { minPingIntervalMs } = this.limits;
-    if (minPingIntervalMs > 0) {
-      let lastPing = -Infinity;
-      let strikes = 0;
-      session.on('ping', () => {
-        const now = performance.now();
-        if (now - lastPing < minPingIntervalMs) {
-          if (++strikes > MAX_PING_STRIKES) cut('ping_flood');
-        } else {
-          strikes = 0;
-        }
-        lastPing = now;
-      });
-    }
-
-    const settings = new TokenBucket(SETTINGS_PER_SECOND, SETTINGS_BURST);
-    session.on('remoteSettings', () => {
-      if (!settings.take()) cut('settings_flood');
-    });
-
-    // Made by the first reset: a bucket starts full and fills no further, so one made then is the same (most connections never reset a stream).
-    let resets: TokenBucket | undefined;
-    const metrics = this.deps.metrics;
-    // One listener of each kind per connection, shared by its streams (hundreds
-    // of idle ones, behind a proxy): an emitter calls it with the stream as
-    // `this`. 'close' and 'finish' come once per stream: no once() wrappers.
-    const onStreamClose = function (this: http2.ServerHttp2Stream): void {
-      if (this.rstCode !== undefined && this.rstCode !== http2.constants.NGHTTP2_NO_ERROR && !(resets ??= new TokenBucket(RESETS_PER_SECOND, RESET_BURST)).take()) cut('rapid_reset');
+    // session.socket stands for the accepted socket (a proxy of it), or for the TLS socket over it: then it is found by its address.
+    const found = socket ? (connectionOf(socket) ?? this.open.get(connectionKey(socket))) : undefined;
+    const conn: Connection = found ?? {
+      guard: this,
+      socket: socket as net.Socket,
+      peer: socket ? peerAddress(socket as net.Socket) : 'unknown',
+      key: '',
+      handshakeTimer: undefined,
+      session: undefined,
+      lastPing: -Infinity,
+      pingStrikes: 0,
+      settings: undefined,
+      resets: undefined,
     };
-    // Our side is done (status sent). grpc-js refuses a message announced above
-    // the receive limit as soon as its 5-byte prefix arrives, ending that stream
-    // only; an announcement of several times the limit is no mistake but a probe,
-    // and the connection goes too.
-    const onStreamFinish = function (this: http2.ServerHttp2Stream): void {
-      const declared = oversizeRefusal(this.sentTrailers ?? this.sentHeaders);
-      if (declared === undefined) return;
-      metrics.limitExceeded.inc({ limit: 'request_size' });
-      if (declared.size >= OVERSIZE_CUT_FACTOR * declared.limit) cut('oversized_message');
-    };
-    session.on('stream', (stream: http2.ServerHttp2Stream) => {
-      stream.on('close', onStreamClose);
-      stream.on('finish', onStreamFinish);
-    });
+    clearTimeout(conn.handshakeTimer);
+    conn.handshakeTimer = undefined;
+    conn.session = session;
+    session[CONNECTION] = conn;
+    if (this.limits.minPingIntervalMs > 0) session.on('ping', onPing);
+    session.on('remoteSettings', onRemoteSettings);
+    session.on('stream', onStream);
   }
 
-  private cutSession(session: http2.ServerHttp2Session, peer: string, reason: CutReason): void {
+  /** A stream of `conn` was refused a message announced above the receive limit. */
+  oversized(conn: Connection, declared: { size: number; limit: number }): void {
+    this.deps.metrics.limitExceeded.inc({ limit: 'request_size' });
+    if (declared.size >= OVERSIZE_CUT_FACTOR * declared.limit && conn.session) this.cutSession(conn.session, conn.peer, 'oversized_message');
+  }
+
+  cutSession(session: http2.ServerHttp2Session, peer: string, reason: CutReason): void {
     if (session.destroyed || this.cut.has(session)) return;
     this.cut.add(session);
     this.deps.metrics.connectionsCut.inc({ reason });
