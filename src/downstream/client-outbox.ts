@@ -33,6 +33,8 @@ const NO_ERRORS: readonly ResourceErrorInfo[] = [];
  */
 export class ClientOutbox<Client extends FanOutTarget> {
   private pending: Pending | undefined;
+  /** The round last told of this client's pending changes. */
+  private pendingRound: FanOut | undefined;
   private backlog: Map<string, Variant | null> | undefined;
   private backlogErrors: ResourceErrorInfo[] | undefined;
   private readonly held: Map<string, string>;
@@ -54,7 +56,11 @@ export class ClientOutbox<Client extends FanOutTarget> {
 
   /** This round's pending changes (the client takes part in the round's flush). */
   pendingFor(fan: FanOut): Pending {
-    fan.touch(this.client);
+    // Each round touched once, not once per change (rounds reach tens of thousands of clients).
+    if (this.pendingRound !== fan) {
+      this.pendingRound = fan;
+      fan.touch(this.client);
+    }
     return (this.pending ??= { adds: [], removes: NO_NAMES as string[], errors: NO_ERRORS as ResourceErrorInfo[], forced: false });
   }
 
@@ -125,6 +131,7 @@ export class ClientOutbox<Client extends FanOutTarget> {
   close(): void {
     this.wait?.cancel();
     this.pending = undefined;
+    this.pendingRound = undefined;
     this.backlog = undefined;
   }
 
@@ -159,6 +166,7 @@ export class ClientOutbox<Client extends FanOutTarget> {
   /** End of a fan-out round: send what is pending, or hold it back while the client is slow. */
   flush(fan: FanOut | undefined): void {
     const pending = this.pending;
+    this.pendingRound = undefined;
     if (!pending) return;
     this.pending = undefined;
     if (pending.mixed) this.settle(pending);
