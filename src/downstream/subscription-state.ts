@@ -84,6 +84,8 @@ export class SubscriptionState implements Watcher, FanOutTarget {
   private owesWildcardAnswer = false;
   /** This round's changes for the client, and what is held back while it is slow. */
   private readonly outbox: ClientOutbox<SubscriptionState>;
+  /** The client-status tally's mark on this state (status-tally.ts): how it is counted, and whether it changed since. */
+  statusMark = 0;
   constructor(
     readonly typeUrl: string,
     private readonly stream: StreamPort,
