@@ -5,7 +5,7 @@
  *   npm run bench -- --full          full sizes (10k clients)
  *   npm run bench -- --only 1,3      some scenarios (0/1/1s/2 always run together: they are interleaved)
  *   npm run bench -- --rounds 30     fan-out rounds (default 20)
- *   npm run bench -- --profile       also --cpu-prof the relay (1, 3, 6) and summarize it
+ *   npm run bench -- --profile       also --cpu-prof the relay (1, 3, 6, 8) and summarize it
  *
  * Everything runs on 127.0.0.1: servers under test pinned to core 0, load
  * generators, origin and this coordinator on core 1 (taskset).
@@ -29,7 +29,7 @@ const USAGE = `usage: npm run bench [-- --full] [--only 0,3,…] [--rounds N] [-
   --full      full sizes (10k clients; several minutes)
   --only IDS  scenarios to run (0/1/1s/2 always run together: they are interleaved)
   --rounds N  measured fan-out rounds (default 20)
-  --profile   run the relay (and its ceiling) of scenarios 1, 3 and 6 under --cpu-prof and summarize the profiles
+  --profile   run the relay (and its ceiling) of scenarios 1, 3, 6 and 8 under --cpu-prof and summarize the profiles
   --no-ack    fan-out clients do not ACK (sensitivity check; ACKs are on by default, as Envoy sends them)
   --clients N override N of the fan-out and storm scenarios
 `;

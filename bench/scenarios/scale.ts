@@ -11,8 +11,14 @@
  *    as many resources);
  *  - fan-out: one change reaching every stream, rounds interleaved with the
  *    ceiling writing one pre-encoded response to every stream (as row 1).
+ *
+ * With --profile, the relay and the ceiling run under --cpu-prof and their
+ * fan-out rounds are summarized.
  */
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { BenchOrigin } from '../origin';
+import { logProfile, profileIn } from '../lib/cpuprofile';
 import type { BenchContext, ScenarioResult } from '../lib/context';
 import { fanGlob, fanMember, type Plan } from '../lib/names';
 import { memStatus, sleep } from '../lib/proc';
@@ -55,9 +61,12 @@ export async function runScale(ctx: BenchContext): Promise<ScenarioResult> {
   ctx.defer(() => origin.stop());
   const members = Array.from({ length: MEMBERS }, (_, j) => fanMember('S', j));
   origin.put(members, 'v0');
-  const relay = await startRelay({ originPort: origin.port, timeoutMs: 30_000 });
+  // Profiles are large and not results: they go to the temp dir.
+  const profDir = path.join(os.tmpdir(), `xdstp-bench-prof-${ctx.runId}-scale`);
+  const ceilProfDir = path.join(os.tmpdir(), `xdstp-bench-prof-${ctx.runId}-scale-ceiling`);
+  const relay = await startRelay({ originPort: origin.port, timeoutMs: 30_000, nodeArgs: ctx.profile ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [] });
   ctx.defer(() => relay.stop());
-  const ceil = await startCeiling('grpc');
+  const ceil = await startCeiling('grpc', ctx.profile ? ['--cpu-prof', `--cpu-prof-dir=${ceilProfDir}`] : []);
   ctx.defer(() => ceil.stop());
   // The ceiling's first answer to every stream: as many resources as the relay's glob has.
   await ceil.rpc.call({ cmd: 'syncResponse', names: members, payloadBytes: ctx.payloadBytes });
@@ -92,6 +101,17 @@ export async function runScale(ctx: BenchContext): Promise<ScenarioResult> {
   const phase = await interleave(ctx, gens, targets, 2, rounds, 0);
   const r = summarize('relay', phase.records.get('relay')!);
   const c = summarize('ceiling', phase.records.get('ceiling')!);
+  if (ctx.profile) {
+    // A --cpu-prof profile is written when its process exits.
+    await gens.close('relay');
+    await gens.close('ceil');
+    await Promise.all([relay.stop(), ceil.stop()]);
+    await sleep(500);
+    const rp = profileIn(profDir, phase.windows.get('relay')!);
+    if (rp) logProfile(ctx, 'relay (scale fan-out)', rp);
+    const cp = profileIn(ceilProfDir, phase.windows.get('ceiling')!);
+    if (cp) logProfile(ctx, 'ceiling (scale fan-out)', cp);
+  }
   const streams = N.toLocaleString('en-US');
   return {
     id: '8',
