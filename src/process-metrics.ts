@@ -150,7 +150,9 @@ export class HandleTypes {
       const byType = this.byKnownType(handles);
       if (byType !== undefined) return { byType, total: handles.length };
       const objects = runtime._getActiveHandles?.() ?? [];
-      if (!this.learn(handles, objects)) this.trustResources = false;
+      const counted = this.learn(handles, objects);
+      if (counted) return counted;
+      this.trustResources = false;
       return countObjects(objects);
     }
     return countObjects(runtime._getActiveHandles?.() ?? []);
@@ -172,29 +174,63 @@ export class HandleTypes {
     return byType;
   }
 
-  /** Learns each class's constructors from the two lists side by side; false when they do not line up. */
-  private learn(classes: readonly string[], objects: readonly unknown[]): boolean {
-    if (classes.length !== objects.length) return false;
-    const seen = new Map<string, Map<string, number>>();
-    for (let i = 0; i < classes.length; i++) {
-      const cls = classes[i]!;
-      // A handle without a constructor counts in prom-client's total only: keep reading such a class's objects.
-      const type = constructorName(objects[i]) ?? '';
+  /**
+   * Learns each class's constructors from the two lists side by side, and
+   * counts the handles by constructor as it goes (prom-client's reading);
+   * undefined when the lists do not line up. Handles of one kind are mostly
+   * listed together, so it counts runs of one class and constructor.
+   */
+  private learn(classes: readonly string[], objects: readonly unknown[]): TypeCounts | undefined {
+    if (classes.length !== objects.length) return undefined;
+    // Class → constructor → how many; a handle without a constructor under null (counted in the total only).
+    const seen = new Map<string, Map<unknown, number>>();
+    let cls: string | undefined;
+    let ctor: unknown;
+    let run = 0;
+    const endRun = (): void => {
+      if (run === 0 || cls === undefined) return;
       let split = seen.get(cls);
       if (!split) seen.set(cls, (split = new Map()));
-      split.set(type, (split.get(type) ?? 0) + 1);
-    }
-    for (const [cls, split] of seen) {
-      const [only] = split.keys();
-      if (split.size === 1 && only !== '' && !this.mixed.has(cls)) {
-        this.single.set(cls, only!);
+      split.set(ctor, (split.get(ctor) ?? 0) + run);
+    };
+    for (let i = 0; i < classes.length; i++) {
+      const c = (objects[i] as { constructor?: unknown } | null)?.constructor ?? null;
+      if (classes[i] === cls && c === ctor) {
+        run++;
         continue;
       }
-      this.single.delete(cls);
-      if (split.has('')) this.mixed.delete(cls);
-      else this.mixed.set(cls, { count: [...split.values()].reduce((a, b) => a + b, 0), split });
+      endRun();
+      cls = classes[i];
+      ctor = c;
+      run = 1;
     }
-    return true;
+    endRun();
+    const byType = new Map<string, number>();
+    for (const [name, split] of seen) {
+      const named = new Map<string, number>();
+      let nameless = false;
+      for (const [c, n] of split) {
+        const type = (c as { name?: string } | null)?.name;
+        if (type === undefined) nameless = true;
+        else named.set(type, (named.get(type) ?? 0) + n);
+      }
+      for (const [type, n] of named) byType.set(type, (byType.get(type) ?? 0) + n);
+      this.remember(name, named, nameless);
+    }
+    return { byType, total: objects.length };
+  }
+
+  /** What `cls` stands for, as just read: one constructor, or a split that holds while its count stays the same. */
+  private remember(cls: string, split: Map<string, number>, nameless: boolean): void {
+    const [only] = split.keys();
+    if (!nameless && split.size === 1 && !this.mixed.has(cls)) {
+      this.single.set(cls, only!);
+      return;
+    }
+    this.single.delete(cls);
+    // A class with a nameless handle keeps being read from the objects (its count includes handles no type counts).
+    if (nameless) this.mixed.delete(cls);
+    else this.mixed.set(cls, { count: [...split.values()].reduce((a, b) => a + b, 0), split });
   }
 }
 
@@ -204,10 +240,6 @@ function handleSlice(resources: readonly string[], requests: number): readonly s
   while (end > requests && resources[end - 1] === 'Immediate') end--;
   while (end > requests && resources[end - 1] === 'Timeout') end--;
   return resources.slice(requests, end);
-}
-
-function constructorName(handle: unknown): string | undefined {
-  return (handle as { constructor?: { name?: string } } | null)?.constructor?.name;
 }
 
 /** prom-client's own reading of the handle objects: by constructor name; the total counts every one. */
