@@ -113,6 +113,24 @@ interface Connection {
   settings: TokenBucket | undefined;
   /** Made by the first reset (most connections never reset a stream): a bucket starts full and fills no further, so one made then is the same. */
   resets: TokenBucket | undefined;
+  /** Being closed for abuse (its remaining frames are ignored). */
+  cut: boolean;
+}
+
+function newConnection(guard: ConnectionGuard, socket: net.Socket, peer: string, key: string): Connection {
+  return {
+    guard,
+    socket,
+    peer,
+    key,
+    handshakeTimer: undefined,
+    session: undefined,
+    lastPing: -Infinity,
+    pingStrikes: 0,
+    settings: undefined,
+    resets: undefined,
+    cut: false,
+  };
 }
 
 const CONNECTION = Symbol('guarded connection');
@@ -134,7 +152,7 @@ function onPing(this: Guarded<http2.ServerHttp2Session>): void {
   if (!conn) return;
   const now = performance.now();
   if (now - conn.lastPing < conn.guard.minPingIntervalMs) {
-    if (++conn.pingStrikes > MAX_PING_STRIKES) conn.guard.cutSession(this, conn.peer, 'ping_flood');
+    if (++conn.pingStrikes > MAX_PING_STRIKES) conn.guard.cut(conn, 'ping_flood');
   } else {
     conn.pingStrikes = 0;
   }
@@ -143,7 +161,7 @@ function onPing(this: Guarded<http2.ServerHttp2Session>): void {
 
 function onRemoteSettings(this: Guarded<http2.ServerHttp2Session>): void {
   const conn = this[CONNECTION];
-  if (conn && !(conn.settings ??= new TokenBucket(SETTINGS_PER_SECOND, SETTINGS_BURST)).take()) conn.guard.cutSession(this, conn.peer, 'settings_flood');
+  if (conn && !(conn.settings ??= new TokenBucket(SETTINGS_PER_SECOND, SETTINGS_BURST)).take()) conn.guard.cut(conn, 'settings_flood');
 }
 
 function onStream(this: Guarded<http2.ServerHttp2Session>, stream: Guarded<http2.ServerHttp2Stream>): void {
@@ -156,8 +174,8 @@ function onStream(this: Guarded<http2.ServerHttp2Session>, stream: Guarded<http2
 // 'close' and 'finish' come once per stream: no once() wrappers.
 function onStreamClose(this: Guarded<http2.ServerHttp2Stream>): void {
   const conn = this[CONNECTION];
-  if (!conn?.session || this.rstCode === undefined || this.rstCode === http2.constants.NGHTTP2_NO_ERROR) return;
-  if (!(conn.resets ??= new TokenBucket(RESETS_PER_SECOND, RESET_BURST)).take()) conn.guard.cutSession(conn.session, conn.peer, 'rapid_reset');
+  if (!conn || this.rstCode === undefined || this.rstCode === http2.constants.NGHTTP2_NO_ERROR) return;
+  if (!(conn.resets ??= new TokenBucket(RESETS_PER_SECOND, RESET_BURST)).take()) conn.guard.cut(conn, 'rapid_reset');
 }
 
 /**
@@ -177,8 +195,6 @@ export class ConnectionGuard {
   private readonly attached = new WeakSet<AnyHttp2Server>();
   private readonly open = new Map<string, Connection>();
   private readonly perPeer = new Map<string, number>();
-  /** Sessions already being closed for abuse (their remaining frames are ignored). */
-  private readonly cut = new WeakSet<http2.ServerHttp2Session>();
   private readonly log: Logger;
   /** A connection flood causes one refusal or cut per connection: warnings bounded by time. */
   private readonly warnings: WarnLimiter;
@@ -227,18 +243,7 @@ export class ConnectionGuard {
       socket.destroy();
       return;
     }
-    const conn: Connection = {
-      guard: this,
-      socket,
-      peer,
-      key: connectionKey(socket),
-      handshakeTimer: undefined,
-      session: undefined,
-      lastPing: -Infinity,
-      pingStrikes: 0,
-      settings: undefined,
-      resets: undefined,
-    };
+    const conn = newConnection(this, socket, peer, connectionKey(socket));
     conn.handshakeTimer = setTimeout(() => this.cutSocket(conn, 'handshake_timeout'), this.limits.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS);
     conn.handshakeTimer.unref();
     socket[CONNECTION] = conn;
@@ -264,18 +269,8 @@ export class ConnectionGuard {
     const socket = session.socket;
     // session.socket stands for the accepted socket (a proxy of it), or for the TLS socket over it: then it is found by its address.
     const found = socket ? (connectionOf(socket) ?? this.open.get(connectionKey(socket))) : undefined;
-    const conn: Connection = found ?? {
-      guard: this,
-      socket: socket as net.Socket,
-      peer: socket ? peerAddress(socket as net.Socket) : 'unknown',
-      key: '',
-      handshakeTimer: undefined,
-      session: undefined,
-      lastPing: -Infinity,
-      pingStrikes: 0,
-      settings: undefined,
-      resets: undefined,
-    };
+    // One not seen arriving (not kept in `open`, key '') is guarded all the same.
+    const conn = found ?? newConnection(this, socket as net.Socket, socket ? peerAddress(socket as net.Socket) : 'unknown', '');
     clearTimeout(conn.handshakeTimer);
     conn.handshakeTimer = undefined;
     conn.session = session;
@@ -288,14 +283,16 @@ export class ConnectionGuard {
   /** A stream of `conn` was refused a message announced above the receive limit. */
   oversized(conn: Connection, declared: { size: number; limit: number }): void {
     this.deps.metrics.limitExceeded.inc({ limit: 'request_size' });
-    if (declared.size >= OVERSIZE_CUT_FACTOR * declared.limit && conn.session) this.cutSession(conn.session, conn.peer, 'oversized_message');
+    if (declared.size >= OVERSIZE_CUT_FACTOR * declared.limit) this.cut(conn, 'oversized_message');
   }
 
-  cutSession(session: http2.ServerHttp2Session, peer: string, reason: CutReason): void {
-    if (session.destroyed || this.cut.has(session)) return;
-    this.cut.add(session);
+  /** Closes the session of `conn` for HTTP/2 abuse: GOAWAY ENHANCE_YOUR_CALM, then everything is dropped. */
+  cut(conn: Connection, reason: CutReason): void {
+    const session = conn.session;
+    if (!session || session.destroyed || conn.cut) return;
+    conn.cut = true;
     this.deps.metrics.connectionsCut.inc({ reason });
-    this.warnings.warn(`cut: ${reason}`, { peer, reason }, 'connection closed: HTTP/2 abuse');
+    this.warnings.warn(`cut: ${reason}`, { peer: conn.peer, reason }, 'connection closed: HTTP/2 abuse');
     try {
       session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, 0, Buffer.from(reason === 'ping_flood' ? 'too_many_pings' : reason));
     } catch {
