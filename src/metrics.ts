@@ -8,7 +8,7 @@ const MAX_TYPE_LABELS = 32;
 /** A client stream's status for one type (see the `xdstp_relay_clients` help). */
 export type ClientStatus = 'synced' | 'stale' | 'nacked';
 /** Values of the `status` label of xdstp_relay_clients. */
-const CLIENT_STATUSES: readonly ClientStatus[] = ['synced', 'stale', 'nacked'];
+export const CLIENT_STATUSES: readonly ClientStatus[] = ['synced', 'stale', 'nacked'];
 /** Per type URL: client streams by status. */
 export type ClientStatusCounts = ReadonlyMap<string, Readonly<Record<ClientStatus, number>>>;
 

@@ -1,10 +1,8 @@
-import type { ClientStatusCounts } from '../metrics';
-import { SEVERITY_RANK, type Severity } from './status-source';
+import { CLIENT_STATUSES, type ClientStatusCounts } from '../metrics';
+import type { Severity } from './status-source';
 import type { SubscriptionState } from './subscription-state';
 
-/** By rank (SEVERITY_RANK). */
-const SEVERITIES: readonly Severity[] = ['synced', 'stale', 'nacked'];
-/** statusMark: the low bits say how the state is counted (0: not counted, else 1 + its rank); this bit, that it changed since. */
+/** statusMark: the low bits say how the state is counted (0: not counted, else 1 + its index in CLIENT_STATUSES); this bit, that it changed since. */
 const DIRTY = 4;
 const COUNTED = 3;
 
@@ -75,7 +73,7 @@ export class ClientStatusTally {
     if (from === to) return;
     if (from !== undefined) this.countsOf(state.typeUrl)[from]--;
     if (to !== undefined) this.countsOf(state.typeUrl)[to]++;
-    state.statusMark = (state.statusMark & DIRTY) | (to === undefined ? 0 : 1 + SEVERITY_RANK[to]);
+    state.statusMark = (state.statusMark & DIRTY) | (to === undefined ? 0 : 1 + CLIENT_STATUSES.indexOf(to));
   }
 
   private countsOf(typeUrl: string): Record<Severity, number> {
@@ -87,5 +85,5 @@ export class ClientStatusTally {
 
 function countedAs(state: SubscriptionState): Severity | undefined {
   const n = state.statusMark & COUNTED;
-  return n === 0 ? undefined : SEVERITIES[n - 1];
+  return n === 0 ? undefined : CLIENT_STATUSES[n - 1];
 }
