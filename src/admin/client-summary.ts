@@ -78,6 +78,25 @@ function typeStatus(stream: ClientStreamInfo, state: TypeStateView): ClientTypeS
   return severity === 'nacked' ? 'NACKED' : state.refusedCount > 0 ? 'ERROR' : severity === 'stale' ? 'STALE' : 'SYNCED';
 }
 
+function clientRow(s: ClientStreamInfo, status: ClientTypeStatus, now: number): ClientRow {
+  const types: ClientRow['types'] = [];
+  for (const state of s.states) {
+    if (state.names.size === 0) continue;
+    types.push({ typeUrl: state.typeUrl, status: typeStatus(s, state), names: state.names.size, refused: state.refusedCount, nacks: state.nacks });
+  }
+  types.sort((a, b) => (a.typeUrl < b.typeUrl ? -1 : a.typeUrl > b.typeUrl ? 1 : 0));
+  return {
+    id: s.id,
+    protocol: s.protocol,
+    peer: s.peer,
+    nodeId: s.node?.id ?? '',
+    cluster: s.node?.cluster ?? '',
+    ageSeconds: Math.max(0, Math.round((now - s.openedAt) / 1000)),
+    status,
+    types,
+  };
+}
+
 /**
  * Constant time per stream and type (the statuses are the client-status
  * counts', the refused names a count): the page costs the number of streams,
@@ -107,33 +126,13 @@ export function summarizeClients(
     byStatus[rowStatus].push(s);
   }
 
-  const shown: ClientStreamInfo[] = [];
-  for (const st of CLIENT_TYPE_STATUSES) {
-    if (shown.length >= opts.maxRows) break;
-    const list = byStatus[st].sort((a, b) => a.id - b.id);
-    shown.push(...list.slice(0, opts.maxRows - shown.length));
+  // Rows for the streams shown only, worst first; a row's status is the group it was counted in.
+  const rows: ClientRow[] = [];
+  for (const status of CLIENT_TYPE_STATUSES) {
+    const room = opts.maxRows - rows.length;
+    if (room <= 0) break;
+    for (const s of byStatus[status].sort((a, b) => a.id - b.id).slice(0, room)) rows.push(clientRow(s, status, now));
   }
-  const rows = shown.map((s): ClientRow => {
-    const types: ClientRow['types'] = [];
-    let status: ClientTypeStatus = 'SYNCED';
-    for (const state of s.states) {
-      if (state.names.size === 0) continue;
-      const st = typeStatus(s, state);
-      types.push({ typeUrl: state.typeUrl, status: st, names: state.names.size, refused: state.refusedCount, nacks: state.nacks });
-      if (RANK[st] > RANK[status]) status = st;
-    }
-    types.sort((a, b) => (a.typeUrl < b.typeUrl ? -1 : a.typeUrl > b.typeUrl ? 1 : 0));
-    return {
-      id: s.id,
-      protocol: s.protocol,
-      peer: s.peer,
-      nodeId: s.node?.id ?? '',
-      cluster: s.node?.cluster ?? '',
-      ageSeconds: Math.max(0, Math.round((now - s.openedAt) / 1000)),
-      status,
-      types,
-    };
-  });
 
   // The messages: only from streams with a NACK standing (listing a stream's resources costs its names).
   const messages = new Map<string, NackMessage>();
