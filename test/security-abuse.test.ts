@@ -202,6 +202,20 @@ test('a connection without any stream is closed after --max-connection-idle; one
   });
 });
 
+test('a connection is closed --max-connection-idle after its last stream ended, not while one is open', T, async () => {
+  await withSecureRelay({ security: { maxConnectionIdle: 300 } }, async (env) => {
+    const conn = await RawH2.connect(env.relay.port);
+    const stream = conn.openStream();
+    await sleep(900);
+    assert.equal(conn.closed, false, 'an open stream keeps its connection');
+    const ended = performance.now();
+    conn.reset(stream);
+    await conn.waitClosed(5000);
+    assert.ok(performance.now() - ended >= 250, 'closed only once idle for the limit');
+    assert.equal(conn.goaway()?.code, http2.constants.NGHTTP2_NO_ERROR, 'a polite GOAWAY first');
+  });
+});
+
 test('a TLS connection that never completes its handshake is closed', { ...T, skip: opensslSkip('TLS handshake timeout test') }, async () => {
   const pki = TestPki.create();
   try {

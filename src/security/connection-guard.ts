@@ -11,6 +11,11 @@
  * - Keepalive enforcement: a PING sooner than `--min-ping-interval` after the
  *   previous one is a strike; more than MAX_PING_STRIKES strikes in a row end
  *   the connection with GOAWAY ENHANCE_YOUR_CALM ("too_many_pings").
+ * - `--max-connection-idle`: a session without an open stream for that long
+ *   is closed politely (GOAWAY NO_ERROR). Counted here from the stream
+ *   listeners this module adds anyway: grpc-js's own idle timeout would add
+ *   a `once('close')` wrapper to every stream (~0.3 KB each at 100 streams
+ *   per connection).
  * - SETTINGS floods and rapid stream resets drain per-connection token
  *   buckets; an empty bucket ends the connection the same way. (nghttp2
  *   has its own, much looser, rapid-reset limit.)
@@ -38,6 +43,8 @@ export interface ConnectionLimits {
   maxConnectionsPerPeer: number;
   /** Minimum spacing of client PINGs in ms (0 = not enforced). */
   minPingIntervalMs: number;
+  /** A session without any open stream for this long is closed (0 = never). */
+  maxConnectionIdleMs: number;
   /** TLS handshake deadline in ms (default HANDSHAKE_TIMEOUT_MS; not a flag). */
   handshakeTimeoutMs?: number;
 }
@@ -115,6 +122,12 @@ interface Connection {
   resets: TokenBucket | undefined;
   /** Being closed for abuse (its remaining frames are ignored). */
   cut: boolean;
+  /** Streams of its session not yet closed. */
+  streams: number;
+  /** When its last stream closed (or its session began). */
+  idleSince: number;
+  /** Closes the session once idle long enough (with --max-connection-idle). */
+  idleTimer: NodeJS.Timeout | undefined;
 }
 
 function newConnection(guard: ConnectionGuard, socket: net.Socket, peer: string, key: string): Connection {
@@ -130,6 +143,9 @@ function newConnection(guard: ConnectionGuard, socket: net.Socket, peer: string,
     settings: undefined,
     resets: undefined,
     cut: false,
+    streams: 0,
+    idleSince: 0,
+    idleTimer: undefined,
   };
 }
 
@@ -166,7 +182,9 @@ function onRemoteSettings(this: Guarded<http2.ServerHttp2Session>): void {
 
 function onStream(this: Guarded<http2.ServerHttp2Session>, stream: Guarded<http2.ServerHttp2Stream>): void {
   // A stream has no session any more when it closes: it keeps its connection itself.
-  stream[CONNECTION] = this[CONNECTION];
+  const conn = this[CONNECTION];
+  stream[CONNECTION] = conn;
+  if (conn) conn.streams++;
   stream.on('close', onStreamClose);
   stream.on('finish', onStreamFinish);
 }
@@ -174,7 +192,13 @@ function onStream(this: Guarded<http2.ServerHttp2Session>, stream: Guarded<http2
 // 'close' and 'finish' come once per stream: no once() wrappers.
 function onStreamClose(this: Guarded<http2.ServerHttp2Stream>): void {
   const conn = this[CONNECTION];
-  if (!conn || this.rstCode === undefined || this.rstCode === http2.constants.NGHTTP2_NO_ERROR) return;
+  if (!conn) return;
+  if (--conn.streams === 0 && conn.idleTimer) {
+    conn.idleSince = performance.now();
+    // Refreshed rather than made again: a timer per stream closed would be garbage at churn rates.
+    conn.idleTimer.refresh();
+  }
+  if (this.rstCode === undefined || this.rstCode === http2.constants.NGHTTP2_NO_ERROR) return;
   if (!(conn.resets ??= new TokenBucket(RESETS_PER_SECOND, RESET_BURST)).take()) conn.guard.cut(conn, 'rapid_reset');
 }
 
@@ -189,6 +213,16 @@ function onStreamFinish(this: Guarded<http2.ServerHttp2Stream>): void {
   const conn = this[CONNECTION];
   if (declared === undefined || !conn) return;
   conn.guard.oversized(conn, declared);
+}
+
+/** The idle timer of `conn` fired: its session goes if no stream opened since it last was without one. */
+function onIdleTimeout(conn: Connection): void {
+  const session = conn.session;
+  if (!session || session.closed || session.destroyed || conn.streams > 0) return;
+  const idleFor = performance.now() - conn.idleSince;
+  const limit = conn.guard.maxConnectionIdleMs;
+  if (idleFor >= limit) session.close();
+  else conn.idleTimer?.refresh();
 }
 
 export class ConnectionGuard {
@@ -210,6 +244,10 @@ export class ConnectionGuard {
 
   get minPingIntervalMs(): number {
     return this.limits.minPingIntervalMs;
+  }
+
+  get maxConnectionIdleMs(): number {
+    return this.limits.maxConnectionIdleMs;
   }
 
   /** Starts guarding every listener of a bound grpc.Server (call right after bindAsync succeeds). */
@@ -257,6 +295,8 @@ export class ConnectionGuard {
   forget(conn: Connection): void {
     clearTimeout(conn.handshakeTimer);
     conn.handshakeTimer = undefined;
+    clearTimeout(conn.idleTimer);
+    conn.idleTimer = undefined;
     if (this.open.get(conn.key) !== conn) return;
     this.open.delete(conn.key);
     const n = (this.perPeer.get(conn.peer) ?? 1) - 1;
@@ -278,6 +318,11 @@ export class ConnectionGuard {
     if (this.limits.minPingIntervalMs > 0) session.on('ping', onPing);
     session.on('remoteSettings', onRemoteSettings);
     session.on('stream', onStream);
+    if (this.limits.maxConnectionIdleMs > 0) {
+      conn.idleSince = performance.now();
+      conn.idleTimer = setTimeout(onIdleTimeout, this.limits.maxConnectionIdleMs, conn);
+      conn.idleTimer.unref();
+    }
   }
 
   /** A stream of `conn` was refused a message announced above the receive limit. */
@@ -313,7 +358,10 @@ export class ConnectionGuard {
   /** Stops admitting connections (existing ones are left to the server's shutdown). */
   close(): void {
     this.closed = true;
-    for (const c of this.open.values()) clearTimeout(c.handshakeTimer);
+    for (const c of this.open.values()) {
+      clearTimeout(c.handshakeTimer);
+      clearTimeout(c.idleTimer);
+    }
     this.warnings.close();
   }
 }

@@ -14,7 +14,7 @@ import { createDownstreamTls } from './tls';
 
 export interface DownstreamSecurity {
   readonly credentials: grpc.ServerCredentials;
-  /** grpc-js server options: max concurrent streams, idle timeout. */
+  /** grpc-js server options: max concurrent streams. */
   readonly serverOptions: grpc.ServerOptions;
   /** Call once the grpc.Server is bound: starts the connection limits and abuse checks. */
   onBound(server: grpc.Server): void;
@@ -34,8 +34,8 @@ export function createDownstreamSecurity(
         onReload: (result) => sec.reloads.inc({ file: 'tls', result }),
       })
     : null;
+  // The idle-connection limit is the guard's (see connection-guard.ts), not grpc-js's.
   const serverOptions: grpc.ServerOptions = { 'grpc.max_concurrent_streams': limits.maxConcurrentStreams };
-  if (limits.maxConnectionIdleMs > 0) serverOptions['grpc.max_connection_idle_ms'] = limits.maxConnectionIdleMs;
   const guard = new ConnectionGuard(limits, { logger: deps.logger, metrics: sec, logRepeatIntervalMs: deps.logRepeatIntervalMs });
   return {
     credentials: tls?.credentials ?? grpc.ServerCredentials.createInsecure(),

@@ -112,14 +112,13 @@ function serveStream(call: grpc.ServerDuplexStream<Buffer, Buffer>): void {
 function listen(): Promise<number> {
   // The limits the soak's relay runs with (bench/lib/servers.ts startRelay: no connection count bounds).
   const limits = { ...DEFAULT_LIMITS, maxConnections: 0, maxConnectionsPerPeer: 0 };
-  // The relay's downstream server options (src/downstream/server.ts, src/security/downstream.ts), so the framing work is the same.
+  // The relay's downstream server options (src/downstream/server.ts, src/security/downstream.ts; the idle-connection limit is the guard's), so the framing work is the same.
   const server = new grpc.Server({
     'grpc.keepalive_time_ms': 60_000,
     'grpc.keepalive_timeout_ms': 20_000,
     'grpc.keepalive_permit_without_calls': 1,
     'grpc.max_receive_message_length': 16 * 1024 * 1024,
     'grpc.max_concurrent_streams': limits.maxConcurrentStreams,
-    'grpc.max_connection_idle_ms': limits.maxConnectionIdleMs,
   });
   server.addService(deltaAdsServiceDefinition, { DeltaAggregatedResources: serveStream });
   const guard = new ConnectionGuard(limits, { logger: createLogger('silent'), metrics: new SecurityMetrics(new promClient.Registry()) });
