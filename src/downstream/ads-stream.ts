@@ -10,7 +10,7 @@ import { RequestError, type ErrorDetail } from '../proto/requests';
 import { TTL_CLIENT_FEATURE } from '../proto/xds-names';
 import type { StreamLimits } from '../security/limits';
 import { TokenBucket } from '../security/token-bucket';
-import { watchTruncation } from './framing';
+import { unfinishedBytes } from './framing';
 import { sendGoaway } from './goaway';
 import type { RequestScheduler, ScheduledWork } from './request-scheduler';
 import type { OutgoingResponse } from './outgoing';
@@ -61,7 +61,8 @@ const streamOfCall = new WeakMap<ServerCall, AdsStream>();
 const NO_STATES: readonly SubscriptionState[] = [];
 
 let nextStreamId = 1;
-let truncationUnwatchedLogged = false;
+/** Whether grpc-js lets a cut-off request be noticed (asked of the first stream). */
+let truncationChecked = false;
 
 /**
  * One downstream ADS stream, either protocol: the gRPC call's lifecycle,
@@ -109,11 +110,9 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
     call.on('cancelled', AdsStream.onCallCancelled);
     call.on('close', AdsStream.onCallClose);
     call.on('drain', AdsStream.onCallDrain);
-    // A message cut off by the client's end of stream is a malformed request, not a clean close.
-    const watched = watchTruncation(call, this, AdsStream.onTruncated);
-    if (!watched && !truncationUnwatchedLogged) {
-      truncationUnwatchedLogged = true;
-      opts.logger.warn('this @grpc/grpc-js hides its HTTP/2 streams: a request cut off by the end of a stream is not detected');
+    if (!truncationChecked) {
+      truncationChecked = true;
+      if (unfinishedBytes(call) === undefined) opts.logger.warn('this @grpc/grpc-js hides its message decoder: a request cut off by the end of a stream is not detected');
     }
   }
 
@@ -125,7 +124,11 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
   }
 
   private static onCallEnd(this: ServerCall): void {
-    streamOfCall.get(this)?.close('client half-closed');
+    const stream = streamOfCall.get(this);
+    // A message cut off by the client's end of stream is a malformed request, not a clean close.
+    const missing = stream ? unfinishedBytes(this) : undefined;
+    if (stream && missing) AdsStream.onTruncated(stream, missing);
+    else stream?.close('client half-closed');
     this.end();
   }
 
