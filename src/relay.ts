@@ -193,7 +193,7 @@ async function wireRelay(
   const shared: SharedStore | undefined = options.shared ?? ownedStore;
   const router = new Router(new Set(config.authorities.map((a) => a.name)), config.defaultUpstream !== null);
   // Expiry only happens once the engine below exists (nothing expires while starting).
-  const store = new ResourceStore({ memory: cache, shared, logger, metrics, onExpired: (keys) => engine.onExpired(keys) });
+  const store = new ResourceStore({ memory: cache, shared, logger, onExpired: (keys) => engine.onExpired(keys) });
   teardown.set('store', () => store.close());
   // The engine looks an authority's upstream up when a subscription first needs it: the upstreams attach below.
   const upstreams = new Map<string | null, ManagedUpstream>();

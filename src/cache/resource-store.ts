@@ -12,8 +12,6 @@ export interface ResourceStoreOptions {
   memory: MemoryCache;
   shared?: SharedStore;
   logger: Logger;
-  /** Not read: the store counts nothing. Accepted until relay.ts stops passing it. */
-  metrics?: unknown;
   /** Resources whose TTL ran out; the engine tells their watchers. */
   onExpired(keys: string[]): void;
 }
