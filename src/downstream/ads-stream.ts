@@ -61,6 +61,12 @@ const streamOfCall = new WeakMap<ServerCall, AdsStream>();
 const NO_STATES: readonly SubscriptionState[] = [];
 
 let nextStreamId = 1;
+/**
+ * The peer of the stream opened last: streams multiplexed on one connection
+ * arrive in runs and share its string rather than each keeping the copy
+ * grpc-js makes per call (~60 bytes per idle stream).
+ */
+let lastPeer = '';
 /** Whether grpc-js lets a cut-off request be noticed (asked of the first stream). */
 let truncationChecked = false;
 
@@ -99,7 +105,8 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
     protected readonly call: grpc.ServerDuplexStream<Buffer, Buffer>,
     protected readonly opts: AdsStreamOptions,
   ) {
-    this.peer = call.getPeer();
+    const peer = call.getPeer();
+    this.peer = peer === lastPeer ? lastPeer : (lastPeer = peer);
     this.identity = opts.identify?.(call, undefined);
     const limits = opts.limits;
     if (limits) this.changeBudget = new TokenBucket(limits.subscriptionRate, limits.subscriptionBurst);
