@@ -1,5 +1,6 @@
 import type { ClientStatusTally } from './status-tally';
 import * as grpc from '@grpc/grpc-js';
+import type * as http2 from 'node:http2';
 import type { SubscriptionEngine } from '../engine/engine';
 import { FanOut } from '../engine/fan-out';
 import type { Logger } from '../log';
@@ -10,6 +11,7 @@ import { RequestError, type ErrorDetail } from '../proto/requests';
 import { TTL_CLIENT_FEATURE } from '../proto/xds-names';
 import type { StreamLimits } from '../security/limits';
 import { TokenBucket } from '../security/token-bucket';
+import { framed, http2StreamOf } from './framed-writes';
 import { unfinishedBytes } from './framing';
 import { sendGoaway } from './goaway';
 import type { RequestScheduler, ScheduledWork } from './request-scheduler';
@@ -59,6 +61,8 @@ type ServerCall = grpc.ServerDuplexStream<Buffer, Buffer>;
 const streamOfCall = new WeakMap<ServerCall, AdsStream>();
 
 const NO_STATES: readonly SubscriptionState[] = [];
+/** The response headers carry no metadata of the relay's own (read, never changed, by grpc-js). */
+const NO_METADATA = new grpc.Metadata();
 
 let nextStreamId = 1;
 /**
@@ -100,6 +104,8 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
   /** This stream is in the scheduler's queue. */
   private queued = false;
   private paused = false;
+  /** The HTTP/2 stream under the call, written to directly (framed-writes.ts); undefined: through the call. */
+  private readonly h2: http2.ServerHttp2Stream | undefined;
 
   constructor(
     protected readonly call: grpc.ServerDuplexStream<Buffer, Buffer>,
@@ -110,6 +116,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
     this.identity = opts.identify?.(call, undefined);
     const limits = opts.limits;
     if (limits) this.changeBudget = new TokenBucket(limits.subscriptionRate, limits.subscriptionBurst);
+    this.h2 = http2StreamOf(call);
     streamOfCall.set(call, this);
     call.on('data', AdsStream.onCallData);
     call.on('end', AdsStream.onCallEnd);
@@ -212,12 +219,25 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
   send(_state: SubscriptionState, response: OutgoingResponse): void {
     if (this.closed) return;
     const { metrics } = this.opts;
+    const first = this.lastNonce === '';
     this.lastNonce = response.nonce;
     const tally = metrics.forType(response.typeUrl);
     tally.responses++;
     tally.resources += response.adds.length;
     metrics.tally.bytesSent += response.bytes.length;
-    if (!this.call.write(response.bytes)) this.blocked = true;
+    const h2 = this.h2;
+    if (h2 === undefined) {
+      if (!this.call.write(response.bytes)) this.blocked = true;
+      return;
+    }
+    // The call's headers go first, through grpc-js (its own first write would send them).
+    if (first) this.call.sendMetadata(NO_METADATA);
+    // Ended or reset: the call is over, and its close is on its way.
+    if (!h2.writable) return;
+    if (!h2.write(framed(response.bytes)) && !this.blocked) {
+      this.blocked = true;
+      h2.once('drain', () => this.onDrain());
+    }
   }
 
   refused(state: SubscriptionState, name: string, reason: string, message: string): void {
