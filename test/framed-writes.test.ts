@@ -9,7 +9,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
-import { framed, http2StreamOf } from '../src/downstream/framed-writes';
+import { framed } from '../src/downstream/framed-writes';
+import { http2StreamOf } from '../src/downstream/grpc-call-internals';
 import { DeltaAdsClient, deltaAdsServiceDefinition, openDeltaStream } from '../src/proto/ads-service';
 
 test('a message gets the gRPC prefix (uncompressed, big-endian length) once: the same framed bytes for every stream', () => {

@@ -13,12 +13,14 @@ import type { SharedStore, StoreBatch } from '../src/cache/types';
 import { sessionOf } from '../src/downstream/goaway';
 import { DeltaAdsClient, deltaAdsServiceDefinition, openDeltaStream } from '../src/proto/ads-service';
 import { startRelay } from '../src/relay';
+import { deltaRequestCodec } from '../src/proto/messages';
 import { spawnCli, type SpawnedCli } from './support/cli';
 import { DeltaClient } from './support/delta-client';
 import { LISTENER, xdstp } from './support/names';
 import { TestOrigin } from './support/origin';
 import { freePort } from './support/ports';
 import { http, pollUntil } from './support/admin';
+import { DELTA_ADS_PATH, RawH2, grpcMessage } from './support/raw-h2';
 
 const T = { timeout: 40_000 };
 const L = (rest: string): string => xdstp('a', LISTENER, rest);
@@ -93,15 +95,14 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
 }
 
 test('a client that stopped reading cannot hold the shutdown past the grace period', T, async () => {
-  await withCli(['--shutdown-grace', '500'], async (cli, origin, client) => {
+  await withCli(['--shutdown-grace', '500'], async (cli, origin) => {
     const n = L('shutdown/stalled');
-    origin.setResource(LISTENER, n, 'x', 'v0');
-    const stalled = client('stalled');
-    stalled.subscribe(LISTENER, [n]);
-    await stalled.waitForVersion(LISTENER, n, 'v0');
-    stalled.pause();
-    const big = Buffer.alloc(128 * 1024, 7);
-    for (let v = 1; v <= 40; v++) origin.setResource(LISTENER, n, big, `v${v}`);
+    origin.setResource(LISTENER, n, Buffer.alloc(128 * 1024, 7), 'v1');
+    // A client that stopped reading at the HTTP/2 level: it never grants more
+    // flow-control window, so a response above 64 KB can never be sent whole.
+    const stalled = await RawH2.connect(cli.port);
+    const stream = stalled.openStream(DELTA_ADS_PATH);
+    stalled.sendData(stream, grpcMessage(deltaRequestCodec.encode({ node: { id: 'stalled' }, type_url: LISTENER, resource_names_subscribe: [n] })));
     await pollUntil(async () => {
       const r = await http(cli.adminPort!, 'GET', '/debug/clients');
       const clients = (r.json as { clients: Array<{ slow: boolean }> }).clients;
@@ -114,6 +115,7 @@ test('a client that stopped reading cannot hold the shutdown past the grace peri
     const done = cli.logs.find((l) => l.msg === 'shutdown complete');
     assert.ok(done, 'a "shutdown complete" log line');
     assert.equal(done.forced, true, 'connections were cut after the grace period');
+    stalled.close();
   });
 });
 

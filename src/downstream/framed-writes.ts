@@ -11,28 +11,10 @@
  * call before the first message, the status through it at the end, and the
  * HTTP/2 stream keeps the order of what is written to it.
  *
- * grpc-js has no public way from a call to its HTTP/2 stream; `http2StreamOf`
- * follows its private fields, checked at run time. When they change, the
- * call's own write is used (and the framed-write tests fail).
+ * grpc-js has no public way from a call to its HTTP/2 stream (see
+ * grpc-call-internals.ts); without one, the call's own write is used (and
+ * the framed-write tests fail).
  */
-import type * as http2 from 'node:http2';
-import type * as grpc from '@grpc/grpc-js';
-
-/** The HTTP/2 stream under a grpc-js server call, if this grpc-js version lets us find it. */
-export function http2StreamOf(call: grpc.ServerDuplexStream<Buffer, Buffer>): http2.ServerHttp2Stream | undefined {
-  // ServerDuplexStreamImpl.call -> (interceptors' ServerInterceptingCall.nextCall)* -> BaseServerInterceptingCall.stream
-  let c: unknown = (call as unknown as { call?: unknown }).call;
-  for (let hops = 0; hops < 16 && typeof c === 'object' && c !== null; hops++) {
-    const stream = (c as { stream?: unknown }).stream;
-    if (isHttp2Stream(stream)) return stream;
-    c = (c as { nextCall?: unknown }).nextCall;
-  }
-  return undefined;
-}
-
-function isHttp2Stream(x: unknown): x is http2.ServerHttp2Stream {
-  return typeof x === 'object' && x !== null && 'session' in x && typeof (x as { write?: unknown }).write === 'function' && typeof (x as { respond?: unknown }).respond === 'function';
-}
 
 /** Bytes of the gRPC message prefix: compressed flag, 4-byte big-endian length. */
 const PREFIX = 5;

@@ -9,11 +9,12 @@
  * middle of a message: no state of its own per stream, no listener on every
  * HTTP/2 stream.
  *
- * grpc-js has no public way from a call to its decoder; `unfinishedBytes`
- * follows its private fields, checked at run time. When they change, the
- * check is skipped (and the truncation tests fail) rather than the relay.
+ * grpc-js has no public way from a call to its decoder (see
+ * grpc-call-internals.ts); without one, the check is skipped (and the
+ * truncation tests fail) rather than the relay.
  */
 import type * as grpc from '@grpc/grpc-js';
+import { fieldBeneathCall } from './grpc-call-internals';
 
 /** grpc-js's StreamDecoder states (stream-decoder.ts: NO_DATA, READING_SIZE, READING_MESSAGE). */
 const READING_SIZE = 1;
@@ -33,14 +34,7 @@ function isDecoder(x: unknown): x is DecoderFields {
 
 /** The message decoder under a grpc-js server call, if this grpc-js version lets us find it. */
 function decoderOf(call: grpc.ServerDuplexStream<Buffer, Buffer>): DecoderFields | undefined {
-  // ServerDuplexStreamImpl.call -> (interceptors' ServerInterceptingCall.nextCall)* -> BaseServerInterceptingCall.decoder
-  let c: unknown = (call as unknown as { call?: unknown }).call;
-  for (let hops = 0; hops < 16 && typeof c === 'object' && c !== null; hops++) {
-    const decoder = (c as { decoder?: unknown }).decoder;
-    if (isDecoder(decoder)) return decoder;
-    c = (c as { nextCall?: unknown }).nextCall;
-  }
-  return undefined;
+  return fieldBeneathCall(call, 'decoder', isDecoder);
 }
 
 /**

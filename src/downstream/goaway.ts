@@ -1,4 +1,5 @@
 import type * as grpc from '@grpc/grpc-js';
+import { http2StreamOf } from './grpc-call-internals';
 
 /** The part of node:http2's ServerHttp2Session we use. */
 interface ClosableSession {
@@ -21,22 +22,14 @@ function isClosableSession(v: unknown): v is ClosableSession {
  * The HTTP/2 session (connection) a server call runs on.
  *
  * grpc-js has no public API for one connection of a server, only for all of
- * them (`drain`, `tryShutdown`). It keeps the session on the call object it
- * wraps (`call.call[.nextCall…].stream.session`); we look for it defensively
- * and return undefined when the shape differs, so an upgrade of grpc-js can
- * only turn the per-connection GOAWAY into a plain stream end.
+ * them (`drain`, `tryShutdown`): the session is that of the HTTP/2 stream
+ * beneath the call (grpc-call-internals.ts), undefined when grpc-js hides
+ * it, so an upgrade of grpc-js can only turn the per-connection GOAWAY into
+ * a plain stream end.
  */
 export function sessionOf(call: grpc.ServerDuplexStream<Buffer, Buffer>): ClosableSession | undefined {
-  let node: unknown = (call as unknown as { call?: unknown }).call;
-  for (let depth = 0; depth < 8 && typeof node === 'object' && node !== null; depth++) {
-    const stream = (node as { stream?: unknown }).stream;
-    if (typeof stream === 'object' && stream !== null) {
-      const session = (stream as { session?: unknown }).session;
-      return isClosableSession(session) ? session : undefined;
-    }
-    node = (node as { nextCall?: unknown }).nextCall;
-  }
-  return undefined;
+  const session: unknown = http2StreamOf(call)?.session;
+  return isClosableSession(session) ? session : undefined;
 }
 
 /**
