@@ -1,17 +1,47 @@
 /**
- * Responses framed once and written to the HTTP/2 stream under a grpc-js
- * call (src/downstream/framed-writes.ts): the prefix is gRPC's, and a real
- * grpc-js client reads such a message between the call's own headers and
- * status, as if grpc-js had written it. If a grpc-js upgrade hides the
- * HTTP/2 stream, the relay falls back to the call's own writes and the
- * second test fails.
+ * What the relay reads and writes beneath a grpc-js server call
+ * (src/downstream/grpc-call-internals.ts, framed-writes.ts, goaway.ts):
+ * responses framed once with gRPC's prefix, written to the HTTP/2 stream
+ * under the call and read by a real grpc-js client between the call's own
+ * headers and status; the call's HTTP/2 session for the per-connection
+ * GOAWAY. If a grpc-js upgrade hides these, the relay falls back (the call's
+ * own writes, plain stream ends) and these tests fail.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
 import { framed } from '../src/downstream/framed-writes';
+import { sessionOf } from '../src/downstream/goaway';
 import { http2StreamOf } from '../src/downstream/grpc-call-internals';
 import { DeltaAdsClient, deltaAdsServiceDefinition, openDeltaStream } from '../src/proto/ads-service';
+
+type ServerCall = grpc.ServerDuplexStream<Buffer, Buffer>;
+
+/**
+ * A bare grpc-js server serving delta ADS with `handle`, and one client call
+ * to it that sends one request: resolves with the messages the client read
+ * and the status it ended with.
+ */
+async function oneCall(handle: (call: ServerCall) => void): Promise<{ received: string[]; status: grpc.StatusObject }> {
+  const server = new grpc.Server();
+  server.addService(deltaAdsServiceDefinition, { DeltaAggregatedResources: handle });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  const client = new DeltaAdsClient(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  try {
+    const call = openDeltaStream(client);
+    const received: string[] = [];
+    call.on('data', (m: Buffer) => received.push(m.toString()));
+    call.on('error', () => undefined);
+    const status = new Promise<grpc.StatusObject>((resolve) => call.on('status', resolve));
+    call.write(Buffer.from([0x12, 0x00]));
+    return { received, status: await status };
+  } finally {
+    client.close();
+    server.forceShutdown();
+  }
+}
 
 test('a message gets the gRPC prefix (uncompressed, big-endian length) once: the same framed bytes for every stream', () => {
   const message = Buffer.from('a shared response');
@@ -24,37 +54,28 @@ test('a message gets the gRPC prefix (uncompressed, big-endian length) once: the
 });
 
 test('a grpc-js client reads framed messages written under the call, then the status the call sends', async () => {
-  const server = new grpc.Server();
   let found = false;
-  server.addService(deltaAdsServiceDefinition, {
-    DeltaAggregatedResources: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => {
-      const h2 = http2StreamOf(call);
-      found = h2 !== undefined;
-      call.once('data', () => {
-        call.sendMetadata(new grpc.Metadata());
-        h2?.write(framed(Buffer.from('first')));
-        h2?.write(framed(Buffer.from('second')));
-        call.end();
-      });
-    },
+  const { received, status } = await oneCall((call) => {
+    const h2 = http2StreamOf(call);
+    found = h2 !== undefined;
+    call.once('data', () => {
+      call.sendMetadata(new grpc.Metadata());
+      h2?.write(framed(Buffer.from('first')));
+      h2?.write(framed(Buffer.from('second')));
+      call.end();
+    });
   });
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
-  );
-  const client = new DeltaAdsClient(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
-  try {
-    const call = openDeltaStream(client);
-    const received: string[] = [];
-    call.on('data', (m: Buffer) => received.push(m.toString()));
-    const status = new Promise<grpc.StatusObject>((resolve) => call.on('status', resolve));
-    call.on('error', () => {});
-    call.write(Buffer.from([0x12, 0x00]));
-    const s = await status;
-    assert.equal(found, true, "the HTTP/2 stream under the call is found");
-    assert.deepEqual(received, ['first', 'second']);
-    assert.equal(s.code, grpc.status.OK);
-  } finally {
-    client.close();
-    server.forceShutdown();
-  }
+  assert.equal(found, true, 'the HTTP/2 stream under the call is found');
+  assert.deepEqual(received, ['first', 'second']);
+  assert.equal(status.code, grpc.status.OK);
+});
+
+test('the per-connection GOAWAY reaches the HTTP/2 session grpc-js keeps on the call', async () => {
+  // If an upgrade moves the session, draining would degrade to plain stream ends.
+  let found: boolean | undefined;
+  await oneCall((call) => {
+    found = sessionOf(call) !== undefined;
+    call.end();
+  });
+  assert.equal(found, true);
 });
