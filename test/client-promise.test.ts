@@ -239,6 +239,33 @@ test('a name subscribed and dropped before the relay asks upstream never reaches
   });
 });
 
+test('a client returning with a glob its last holder just dropped is not told a member is gone when a new one appears', T, async () => {
+  await withRelay({}, async ({ origin, client }) => {
+    origin.setResource(ENDPOINT, E('g/m3'), 'three', 'v1');
+    const holder = client();
+    holder.subscribe(ENDPOINT, [GLOB]);
+    await holder.waitForVersion(ENDPOINT, E('g/m3'), 'v1');
+    const returning = client({ nodeId: 'returning' });
+    await returning.waitForReady();
+    // An upstream request goes out now, so the next one waits for the relay's batch interval:
+    // the glob is dropped and taken again before its unsubscribe reaches the control plane.
+    returning.subscribe(CLUSTER, [C('other')]);
+    await origin.waitFor(() => origin.subscribedNames(CLUSTER).has(C('other')), 'the other name subscribed upstream');
+    holder.unsubscribe(ENDPOINT, [GLOB]);
+    holder.subscribe(LISTENER, [BARRIER]);
+    await holder.waitForRemoved(LISTENER, BARRIER);
+    returning.subscribe(ENDPOINT, [GLOB], { initialVersions: { [E('g/m3')]: 'v1' } });
+    returning.subscribe(LISTENER, [BARRIER]);
+    await returning.waitForRemoved(LISTENER, BARRIER);
+    origin.setResource(ENDPOINT, E('g/m1'), 'one', 'v1');
+    await returning.waitForVersion(ENDPOINT, E('g/m1'), 'v1');
+    await sleep(300);
+    assert.deepEqual(returning.removedNames(ENDPOINT), [], 'the member that still exists is never reported removed');
+    assert.equal(returning.held(ENDPOINT).get(E('g/m3')), 'v1');
+    assertWellFormed(returning);
+  });
+});
+
 test('unsubscribing another spelling of a glob member the client rejected does not send the rejected version again', T, async () => {
   await withRelay({}, async ({ origin, client }) => {
     origin.setResource(ENDPOINT, E('g/m1'), 'one', 'v1');

@@ -24,6 +24,46 @@ test('engine: two watchers of one key make one upstream subscription; the last t
   assert.deepEqual(a.unsubscribed, [L('x')]);
 });
 
+test('engine: a glob dropped by its last watcher and taken again before the unsubscribe goes upstream keeps its members, so a returning client loses none', () => {
+  const { a, engine, client, push } = setup();
+  a.defersUnsubscribes = true;
+  const holder = client();
+  holder.subscribe([L('g/*')]);
+  push(a, LISTENER, [[L('g/m3'), 'v1']]);
+  holder.unsubscribe([L('g/*')]);
+  const returning = client();
+  const listed = new Map([[L('g/m3'), 'v1']]);
+  const fan = new FanOut();
+  returning.state.setInitialVersions(listed);
+  returning.state.subscribe([L('g/*')], fan, listed);
+  fan.finish();
+  assert.deepEqual([...a.pendingUnsubscribes], [], 'the unsubscribe is taken back');
+  assert.equal(a.subscribed.get(L('g/*')), 1, 'and the glob asked for again');
+  // A new member is no answer to the glob; the one the client listed stays.
+  push(a, LISTENER, [[L('g/m1'), 'v1']]);
+  const sent = returning.stream.decoded();
+  assert.deepEqual(sent.flatMap((r) => r.removed_resources ?? []), []);
+  assert.deepEqual(sent.flatMap((r) => (r.resources ?? []).map((x) => x.name)), [L('g/m1')]);
+  a.sendUnsubscribes(engine, LISTENER);
+  assert.ok(engine.store.get(L('g/m3')), 'the glob is still wanted: nothing is dropped');
+});
+
+test('engine: a released glob keeps its members until its unsubscribe has gone upstream, then drops them', () => {
+  const { a, engine, client, push } = setup();
+  a.defersUnsubscribes = true;
+  const holder = client();
+  holder.subscribe([L('g/*')]);
+  push(a, LISTENER, [[L('g/m3'), 'v1']]);
+  holder.unsubscribe([L('g/*')]);
+  assert.equal(engine.store.members(L('g/*')).length, 1, 'the control plane still serves it');
+  assert.deepEqual([...engine.subscriptions()].map((s) => s.key), [], 'but no one subscribes it any more');
+  a.sendUnsubscribes(engine, LISTENER);
+  assert.equal(engine.store.members(L('g/*')).length, 0);
+  const later = client();
+  later.subscribe([L('g/*')]);
+  assert.deepEqual(later.stream.sent, [], 'a later subscriber waits for the upstream instead of a copy nobody kept fresh');
+});
+
 test('engine: an upstream change reaches exactly the watchers whose keys match, encoded once', () => {
   const { a, client, push, metrics } = setup();
   const c1 = client();

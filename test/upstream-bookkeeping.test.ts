@@ -62,11 +62,14 @@ test('ledger: refetch asks again only for wanted names; a dropped name is neithe
   assert.equal(l.has(LISTENER, 'y'), false);
   assert.deepEqual(l.takeChanges(), [], 'the dropped name is no longer asked for, nor taken back');
   l.subscribe(LISTENER, 'z');
-  l.clearPending();
+  l.unsubscribe(LISTENER, 'x');
+  assert.deepEqual(l.clearPending(), [{ typeUrl: LISTENER, subscribe: [], unsubscribe: ['x'] }], 'the unsubscribes it drops are returned');
   assert.deepEqual(l.takeChanges(), []);
+  l.subscribe(LISTENER, 'x');
+  l.clearPending();
   assert.deepEqual(l.wanted(), [
-    { typeUrl: LISTENER, name: 'x' },
     { typeUrl: LISTENER, name: 'z' },
+    { typeUrl: LISTENER, name: 'x' },
   ], 'clearing what is pending keeps what is wanted');
 });
 

@@ -144,6 +144,11 @@ class RecordingSink implements UpstreamSink {
     this.rejected.push({ typeUrl, names });
     this.events.emit('change');
   }
+  readonly unsubscribed: string[] = [];
+  onUnsubscribed(_u: UpstreamPort, _typeUrl: string, names: readonly string[]): void {
+    this.unsubscribed.push(...names);
+    this.events.emit('change');
+  }
 }
 
 test('resource errors from the control plane reach the relay with their names, codes and messages', T, async () => {
@@ -179,6 +184,43 @@ test('resource errors from the control plane reach the relay with their names, c
     assert.deepEqual(update.removed, []);
     await origin.waitSettled();
     assert.equal(origin.nacks.length, 0);
+  } finally {
+    upstream.close();
+    await origin.stop();
+  }
+});
+
+test('an unsubscribe is reported to the relay once it has gone out, also when a new stream starts without the name', T, async () => {
+  const origin = await TestOrigin.start({ label: 'origin-unsubscribes' });
+  const sink = new RecordingSink();
+  const upstream = new GrpcUpstream({
+    authority: 'a',
+    targets: [origin.address],
+    node: { id: 'upstream-test' },
+    sink,
+    logger: createLogger('silent'),
+    metrics: new RelayMetrics({ defaultMetrics: false }),
+    maxRequestBytes: 4 * 1024 * 1024,
+  });
+  try {
+    const [x, y, z] = [L('unsub/x'), L('unsub/y'), L('unsub/z')];
+    for (const n of [x, y, z]) origin.setResource(LISTENER, n, n, 'v1');
+    upstream.start();
+    for (const n of [x, y, z]) upstream.subscribe(LISTENER, n);
+    await waitUntil(sink.events, () => sink.updates.flatMap((u) => u.resources).length === 3, { what: 'the three names served' });
+    assert.equal(upstream.unsubscribe(LISTENER, x), true, 'the unsubscribe goes out with the next batch');
+    assert.deepEqual(sink.unsubscribed, [], 'not yet sent');
+    await waitUntil(sink.events, () => sink.unsubscribed.includes(x), { what: 'x reported unsubscribed' });
+    await origin.waitFor(() => !origin.subscribedNames(LISTENER).has(x), 'x unsubscribed upstream');
+    await origin.stop();
+    for (let i = 0; i < 250 && upstream.connected; i++) await sleep(20);
+    assert.equal(upstream.connected, false, 'the upstream noticed the control plane is away');
+    assert.equal(upstream.unsubscribe(LISTENER, y), true);
+    await origin.restart();
+    await waitUntil(sink.events, () => sink.unsubscribed.includes(y), { what: 'y reported unsubscribed as the new stream starts' });
+    await origin.waitFor(() => origin.subscribedNames(LISTENER).has(z), 'z subscribed on the new stream');
+    assert.ok(!origin.subscribedNames(LISTENER).has(y));
+    assert.equal(upstream.unsubscribe(LISTENER, y), false, 'a name no longer subscribed has nothing to send');
   } finally {
     upstream.close();
     await origin.stop();

@@ -60,7 +60,7 @@ test('allowsMember: without an authorizer every member; with one, what it allows
     label: 'a',
     connected: true,
     subscribe: () => {},
-    unsubscribe: () => {},
+    unsubscribe: () => false,
     refetch: () => {},
     subscriptionCount: () => 0,
   };

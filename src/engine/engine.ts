@@ -51,6 +51,12 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
    * the upstream returns (an unreachable control plane takes nothing away).
    */
   private readonly leftovers = new Map<string, Subscription>();
+  /**
+   * Released keys whose upstream has not sent the unsubscribe yet (it
+   * batches requests), by type URL and upstream name: the control plane
+   * still serves them, so their content stays true until it has gone out.
+   */
+  private readonly unsubscribing = new Map<string, Subscription>();
 
   private readonly updates: UpdateApplier;
 
@@ -68,8 +74,9 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
     return this.clientSubscriptions;
   }
 
-  subscriptions(): IterableIterator<Subscription> {
-    return this.index.values();
+  /** Live subscriptions (also those in their grace period; not those released). */
+  *subscriptions(): IterableIterator<Subscription> {
+    for (const sub of this.index.values()) if (!sub.unsubscribing) yield sub;
   }
 
   subscription(key: string): Subscription | undefined {
@@ -133,6 +140,12 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
     } else if (sub.graceTimer) {
       clearTimeout(sub.graceTimer);
       sub.graceTimer = undefined;
+    } else if (sub.unsubscribing) {
+      // Released, but the control plane never stopped serving it: what the
+      // relay holds is still its answer. Taking the unsubscribe back asks again.
+      sub.unsubscribing = false;
+      this.unsubscribing.delete(unsubscribingKey(sub.typeUrl, sub.upstreamName));
+      sub.upstream.subscribe(sub.typeUrl, sub.upstreamName);
     }
     const before = sub.watchers.get(watcher);
     const after = addSpelling(before, sub.sharedSpelling(spelling));
@@ -248,15 +261,41 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
     sub.graceTimer.unref();
   }
 
-  /** Nobody wants the key any more: unsubscribe upstream and drop what only it kept fresh. */
+  /**
+   * Nobody wants the key any more: unsubscribe upstream and drop what only it
+   * kept fresh — once the unsubscribe has gone out, when the upstream defers
+   * it (see onUnsubscribed).
+   */
   private release(sub: Subscription): void {
     sub.graceTimer = undefined;
     if (sub.watchers.size > 0 || this.index.get(sub.key) !== sub) return;
+    const connected = sub.upstream.connected;
+    if (sub.upstream.unsubscribe(sub.typeUrl, sub.upstreamName) && connected) {
+      sub.unsubscribing = true;
+      this.unsubscribing.set(unsubscribingKey(sub.typeUrl, sub.upstreamName), sub);
+      return;
+    }
+    this.forget(sub);
+  }
+
+  /** The released key leaves the index; its content goes, or waits for its upstream's return (leftovers). */
+  private forget(sub: Subscription): void {
     this.index.delete(sub.key);
-    sub.upstream.unsubscribe(sub.typeUrl, sub.upstreamName);
     this.forgetKey(sub.key);
     if (sub.upstream.connected) this.evictUnclaimed(sub);
     else this.leftovers.set(sub.key, sub);
+  }
+
+  /** The upstream has sent the unsubscribes it deferred: the released keys go. */
+  onUnsubscribed(upstream: UpstreamPort, typeUrl: string, names: readonly string[]): void {
+    for (const name of names) {
+      const k = unsubscribingKey(typeUrl, name);
+      const sub = this.unsubscribing.get(k);
+      if (sub?.upstream !== upstream) continue;
+      this.unsubscribing.delete(k);
+      sub.unsubscribing = false;
+      if (sub.watchers.size === 0 && this.index.get(sub.key) === sub) this.forget(sub);
+    }
   }
 
   /** The upstream is back: what was kept for its released keys goes, unless someone subscribed again. */
@@ -404,4 +443,8 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
   onExpired(keys: string[]): void {
     this.updates.expire(keys);
   }
+}
+
+function unsubscribingKey(typeUrl: string, upstreamName: string): string {
+  return `${typeUrl}\n${upstreamName}`;
 }

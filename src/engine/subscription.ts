@@ -71,6 +71,8 @@ export class Subscription {
   refetch = false;
   /** A collection whose content the upstream has answered since it was subscribed. */
   answered = false;
+  /** Released, its unsubscribe not yet sent upstream: the content stays, a new watcher takes it back. */
+  unsubscribing = false;
 
   constructor(
     readonly key: string,

@@ -146,16 +146,18 @@ export class FileOrigin implements UpstreamPort {
     this.markDirty(typeUrl);
   }
 
-  unsubscribe(typeUrl: string, name: string): void {
+  /** Takes effect at once: nothing is deferred (false). */
+  unsubscribe(typeUrl: string, name: string): boolean {
     const names = this.desired.get(typeUrl);
-    if (!names?.delete(name)) return;
+    if (!names?.delete(name)) return false;
     this.toldAbsent.get(typeUrl)?.delete(name);
     // Like a server: forget what only this name covered, without telling anyone.
     const sent = this.sent.get(typeUrl);
-    if (!sent) return;
+    if (!sent) return false;
     const covered = new Set<string>();
     for (const n of names) for (const r of this.members(typeUrl, n)) covered.add(r.key);
     for (const key of [...sent.keys()]) if (!covered.has(key)) sent.delete(key);
+    return false;
   }
 
   refetch(typeUrl: string, name: string): void {

@@ -156,11 +156,12 @@ export class GrpcUpstream implements UpstreamPort {
     this.scheduleFlush();
   }
 
-  unsubscribe(typeUrl: string, name: string): void {
+  unsubscribe(typeUrl: string, name: string): boolean {
     // A rejected name was dropped already: the control plane never took it.
-    if (!this.ledger.unsubscribe(typeUrl, name)) return;
+    if (!this.ledger.unsubscribe(typeUrl, name)) return false;
     this.bisect.forget(typeUrl, name);
     this.scheduleFlush();
+    return this.state !== 'closed';
   }
 
   refetch(typeUrl: string, name: string): void {
@@ -250,12 +251,26 @@ export class GrpcUpstream implements UpstreamPort {
     if (this.state !== 'ready') return;
     if (this.bisect.active) this.bisect.enqueue(this.ledger.takeSubscribes());
     const sent: NamePair[] = [];
-    for (const change of this.ledger.takeChanges()) {
+    const changes = this.ledger.takeChanges();
+    for (const change of changes) {
       this.sendChange(change);
       for (const name of change.subscribe) sent.push({ typeUrl: change.typeUrl, name });
     }
     this.bisect.recordSent(sent, performance.now());
     this.pump();
+    this.tellUnsubscribed(changes);
+  }
+
+  /** The sink learns which deferred unsubscribes have gone out (or were dropped with the stream that had the names). */
+  private tellUnsubscribed(changes: readonly SubscriptionChange[]): void {
+    for (const { typeUrl, unsubscribe } of changes) {
+      if (!unsubscribe?.length) continue;
+      try {
+        this.opts.sink.onUnsubscribed(this, typeUrl, unsubscribe);
+      } catch (err) {
+        this.opts.logger.error({ authority: this.label, err }, 'failed to apply upstream unsubscribes');
+      }
+    }
   }
 
   /** Writes one subscription change as as many requests as the size limit needs. */
@@ -397,12 +412,13 @@ export class GrpcUpstream implements UpstreamPort {
     this.flushTimer = undefined;
     const pending = this.ledger.takeSubscribes();
     if (this.bisect.active) this.bisect.enqueue(pending);
-    this.ledger.clearPending();
+    const dropped = this.ledger.clearPending();
     this.bisect.streamOpened();
     const replay = this.ledger.wanted().filter((p) => !this.bisect.holds(p.typeUrl, p.name));
     this.sendWithVersions(replay);
     this.bisect.recordSent(replay, performance.now());
     this.pump();
+    this.tellUnsubscribed(dropped);
   }
 
   private streamEnded(code: number, why: string): void {

@@ -113,13 +113,17 @@ export class SubscriptionLedger {
       const unsubscribe = [...(this.toUnsubscribe.get(typeUrl) ?? [])];
       if (subscribe.length > 0 || unsubscribe.length > 0) out.push({ typeUrl, subscribe, unsubscribe });
     }
-    this.clearPending();
+    this.toSubscribe.clear();
+    this.toUnsubscribe.clear();
     return out;
   }
 
-  /** Forgets every pending change (a new stream starts from the wanted set). */
-  clearPending(): void {
+  /** Forgets every pending change (a new stream starts from the wanted set); returns the unsubscribes it drops, which the new stream never subscribes. */
+  clearPending(): PendingChange[] {
+    const dropped: PendingChange[] = [];
+    for (const [typeUrl, names] of this.toUnsubscribe) if (names.size > 0) dropped.push({ typeUrl, subscribe: [], unsubscribe: [...names] });
     this.toSubscribe.clear();
     this.toUnsubscribe.clear();
+    return dropped;
   }
 }

@@ -50,7 +50,13 @@ export interface UpstreamPort {
   readonly label: string;
   readonly connected: boolean;
   subscribe(typeUrl: string, name: string): void;
-  unsubscribe(typeUrl: string, name: string): void;
+  /**
+   * True when the unsubscribe goes out later (with the upstream's next
+   * batch, or as a new stream starts without the name): the sink's
+   * onUnsubscribed says when. Until then the control plane still serves the
+   * name, and a subscribe takes the unsubscribe back.
+   */
+  unsubscribe(typeUrl: string, name: string): boolean;
   /** Asks again for a name already subscribed (its content was not cacheable). */
   refetch(typeUrl: string, name: string): void;
   subscriptionCount(): number;
@@ -88,6 +94,8 @@ export interface UpstreamSink {
    * the engine answers their clients as removed.
    */
   onRejectedNames(upstream: UpstreamPort, typeUrl: string, names: string[]): void;
+  /** Unsubscribes the upstream deferred (see UpstreamPort.unsubscribe) have gone out: the control plane no longer serves these names. */
+  onUnsubscribed(upstream: UpstreamPort, typeUrl: string, names: readonly string[]): void;
   /**
    * Whether a control plane has answered `name` (its content, or that it does
    * not exist, is known): such a name is never rejected as poison.

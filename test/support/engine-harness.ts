@@ -11,7 +11,7 @@ import { SubscriptionEngine } from '../../src/engine/engine';
 import { FanOut } from '../../src/engine/fan-out';
 import { Router } from '../../src/engine/routing';
 import { checkContent } from '../../src/upstream/response-check';
-import type { UpstreamPort } from '../../src/upstream/types';
+import type { UpstreamPort, UpstreamSink } from '../../src/upstream/types';
 import { createLogger } from '../../src/log';
 import { RelayMetrics } from '../../src/metrics';
 import { deltaResponseCodec, resourceCodec, type DeltaDiscoveryResponse } from '../../src/proto/messages';
@@ -26,17 +26,30 @@ export const L = (rest: string): string => xdstp('a', LISTENER, rest);
 export class FakeUpstream implements UpstreamPort {
   readonly label: string;
   connected = true;
+  /** Unsubscribes go out later, as a gRPC upstream's batches do (sendUnsubscribes sends them); else at once. */
+  defersUnsubscribes = false;
   readonly subscribed = new Map<string, number>();
   readonly unsubscribed: string[] = [];
+  /** Deferred unsubscribes not sent yet. */
+  readonly pendingUnsubscribes = new Set<string>();
   constructor(readonly authority: string | null) {
     this.label = authority ?? '(default)';
   }
   subscribe(_t: string, name: string): void {
+    this.pendingUnsubscribes.delete(name);
     this.subscribed.set(name, (this.subscribed.get(name) ?? 0) + 1);
   }
-  unsubscribe(_t: string, name: string): void {
+  unsubscribe(_t: string, name: string): boolean {
     this.subscribed.delete(name);
     this.unsubscribed.push(name);
+    if (this.defersUnsubscribes) this.pendingUnsubscribes.add(name);
+    return this.defersUnsubscribes;
+  }
+  /** The deferred unsubscribes go out: `sink` is told. */
+  sendUnsubscribes(sink: UpstreamSink, typeUrl: string): void {
+    const names = [...this.pendingUnsubscribes];
+    this.pendingUnsubscribes.clear();
+    sink.onUnsubscribed(this, typeUrl, names);
   }
   refetch(): void {}
   subscriptionCount(): number {
