@@ -24,13 +24,19 @@ test('engine: two watchers of one key make one upstream subscription; the last t
   assert.deepEqual(a.unsubscribed, [L('x')]);
 });
 
-test('engine: a glob dropped by its last watcher and taken again before the unsubscribe goes upstream keeps its members, so a returning client loses none', () => {
-  const { a, engine, client, push } = setup();
-  a.defersUnsubscribes = true;
-  const holder = client();
+/** A glob with one member (g/m3 at v1) that its only watcher just dropped, the upstream sending unsubscribes later. */
+function releasedGlob(): ReturnType<typeof setup> {
+  const env = setup();
+  env.a.defersUnsubscribes = true;
+  const holder = env.client();
   holder.subscribe([L('g/*')]);
-  push(a, LISTENER, [[L('g/m3'), 'v1']]);
+  env.push(env.a, LISTENER, [[L('g/m3'), 'v1']]);
   holder.unsubscribe([L('g/*')]);
+  return env;
+}
+
+test('engine: a glob dropped by its last watcher and taken again before the unsubscribe goes upstream keeps its members, so a returning client loses none', () => {
+  const { a, engine, client, push } = releasedGlob();
   const returning = client();
   const listed = new Map([[L('g/m3'), 'v1']]);
   const fan = new FanOut();
@@ -49,12 +55,7 @@ test('engine: a glob dropped by its last watcher and taken again before the unsu
 });
 
 test('engine: a released glob keeps its members until its unsubscribe has gone upstream, then drops them', () => {
-  const { a, engine, client, push } = setup();
-  a.defersUnsubscribes = true;
-  const holder = client();
-  holder.subscribe([L('g/*')]);
-  push(a, LISTENER, [[L('g/m3'), 'v1']]);
-  holder.unsubscribe([L('g/*')]);
+  const { a, engine, client } = releasedGlob();
   assert.equal(engine.store.members(L('g/*')).length, 1, 'the control plane still serves it');
   assert.deepEqual([...engine.subscriptions()].map((s) => s.key), [], 'but no one subscribes it any more');
   a.sendUnsubscribes(engine, LISTENER);

@@ -151,10 +151,9 @@ class RecordingSink implements UpstreamSink {
   }
 }
 
-test('resource errors from the control plane reach the relay with their names, codes and messages', T, async () => {
-  const origin = await TestOrigin.start({ label: 'origin-errors' });
-  const sink = new RecordingSink();
-  const upstream = new GrpcUpstream({
+/** An upstream of authority `a` on `origin` alone, handing what it gets to `sink`. */
+function upstreamTo(origin: TestOrigin, sink: UpstreamSink): GrpcUpstream {
+  return new GrpcUpstream({
     authority: 'a',
     targets: [origin.address],
     node: { id: 'upstream-test' },
@@ -163,6 +162,12 @@ test('resource errors from the control plane reach the relay with their names, c
     metrics: new RelayMetrics({ defaultMetrics: false }),
     maxRequestBytes: 4 * 1024 * 1024,
   });
+}
+
+test('resource errors from the control plane reach the relay with their names, codes and messages', T, async () => {
+  const origin = await TestOrigin.start({ label: 'origin-errors' });
+  const sink = new RecordingSink();
+  const upstream = upstreamTo(origin, sink);
   try {
     const n = L('errors/flaky');
     origin.setResource(LISTENER, n, 'x', 'v1');
@@ -193,15 +198,7 @@ test('resource errors from the control plane reach the relay with their names, c
 test('an unsubscribe is reported to the relay once it has gone out, also when a new stream starts without the name', T, async () => {
   const origin = await TestOrigin.start({ label: 'origin-unsubscribes' });
   const sink = new RecordingSink();
-  const upstream = new GrpcUpstream({
-    authority: 'a',
-    targets: [origin.address],
-    node: { id: 'upstream-test' },
-    sink,
-    logger: createLogger('silent'),
-    metrics: new RelayMetrics({ defaultMetrics: false }),
-    maxRequestBytes: 4 * 1024 * 1024,
-  });
+  const upstream = upstreamTo(origin, sink);
   try {
     const [x, y, z] = [L('unsub/x'), L('unsub/y'), L('unsub/z')];
     for (const n of [x, y, z]) origin.setResource(LISTENER, n, n, 'v1');
