@@ -407,6 +407,17 @@ describe('NACKs', () => {
     assert.deepEqual(view(m, 's', LISTENER), { l1: '2' });
   });
 
+  it('a rejected SotW full state is kept through a change on a stopped control plane, until it starts again', () => {
+    const m = modelWith([connect('s', 'sotw'), sub('s', LISTENER, 'l1', 'l2'), put(LISTENER, 'l1', '1'), put(LISTENER, 'l2', '1'), del(LISTENER, 'l2')]);
+    m.noteNack('s', LISTENER, 'l1', '1', '1');
+    m.noteNack('s', LISTENER, 'l2', '', '1');
+    m.apply({ op: 'cpStop', authority: null });
+    m.apply(put(LISTENER, 'l1', '2'));
+    assert.deepEqual(view(m, 's', LISTENER), { l1: '1', l2: '1' }, 'the relay has not seen l1@2: the client keeps the state it had');
+    m.apply({ op: 'cpStart', authority: null });
+    assert.deepEqual(view(m, 's', LISTENER), { l1: '2' }, 'it sees it now and sends a new state');
+  });
+
   it('a rejected SotW full state already outdated by a change of another covered resource is not kept', () => {
     // Both puts are applied before the response they caused is NACKed (a burst): it carried l1@2 and l2@1.
     const m = modelWith([connect('s', 'sotw'), sub('s', LISTENER, 'l1', 'l2'), put(LISTENER, 'l1', '1'), put(LISTENER, 'l2', '1'), put(LISTENER, 'l1', '2'), put(LISTENER, 'l2', '2')]);

@@ -86,6 +86,10 @@ function heldName(protocol: Protocol, name: string): string {
 }
 
 /** Where a resource the client names lives: its upstream and its key there. */
+function unseenId(authority: Authority, typeUrl: string, key: string): string {
+  return `${authority ?? ''}\n${typeUrl}\n${key}`;
+}
+
 function locate(name: string): { authority: Authority; key: string } {
   if (!isXdstp(name)) return { authority: null, key: name };
   try {
@@ -125,6 +129,10 @@ interface ClientState {
 export class Model implements ReferenceModel {
   /** The control plane's resources: authority → type URL → key → version. */
   private readonly store = new Map<Authority, Map<string, Map<string, string>>>();
+  /** Authorities whose control plane is stopped: the relay learns their changes when they start again. */
+  private readonly stopped = new Set<Authority>();
+  /** Changes on stopped control planes, by resource: the version the relay last saw (undefined: absent). */
+  private readonly unseen = new Map<string, { authority: Authority; typeUrl: string; key: string; before: string | undefined }>();
   /** Clients with an open stream. */
   private readonly clientStates = new Map<string, ClientState>();
 
@@ -167,11 +175,15 @@ export class Model implements ReferenceModel {
       // An unreachable, restarted or replaced control plane keeps its resources
       // and takes no configuration away; flow control, waiting and a cleared
       // shared tier change nothing a client must hold once things settle.
+      case 'cpStop':
+        this.stopped.add(step.authority);
+        return;
+      case 'cpStart':
+        this.started(step.authority);
+        return;
       case 'nackNext':
       case 'stall':
       case 'resume':
-      case 'cpStop':
-      case 'cpStart':
       case 'cpRestart':
       case 'failover':
       case 'redisRestartEmpty':
@@ -257,19 +269,24 @@ export class Model implements ReferenceModel {
     const resources = this.resourcesOf(authority, typeUrl, true);
     const prev = resources.get(key);
     resources.set(key, version);
-    if (prev !== version) this.changed(authority, typeUrl, key);
+    if (prev !== version) this.changed(authority, typeUrl, key, prev);
   }
 
   private remove(authority: Authority, typeUrl: string, name: string): void {
     const key = keyOf(name);
     const resources = this.resourcesOf(authority, typeUrl, false);
-    if (!resources?.has(key)) return;
-    resources.delete(key);
-    this.changed(authority, typeUrl, key);
+    const prev = resources?.get(key);
+    if (prev === undefined) return;
+    resources!.delete(key);
+    this.changed(authority, typeUrl, key, prev);
   }
 
-  /** A resource changed: NACK records about it end; a SotW full-state view covering it gets a new full state. */
-  private changed(authority: Authority, typeUrl: string, key: string): void {
+  /**
+   * A resource changed (it was at `prev`): NACK records about it end; a SotW
+   * full-state view covering it gets a new full state — once the relay can
+   * see the change, which on a stopped control plane is when it starts again.
+   */
+  private changed(authority: Authority, typeUrl: string, key: string, prev: string | undefined): void {
     for (const client of this.clientStates.values()) {
       const ts = client.types.get(typeUrl);
       if (!ts) continue;
@@ -277,10 +294,41 @@ export class Model implements ReferenceModel {
         const at = locate(held);
         if (at.authority === authority && at.key === key) ts.nacks.delete(held);
       }
-      if (client.protocol === 'sotw' && this.opts.fullStateTypes.has(typeUrl) && ts.pinned.size > 0) {
-        if (this.subscriptionsOf(ts, typeUrl).some((sub) => this.subCoversResource(sub, authority, key))) ts.pinned.clear();
-      }
     }
+    if (!this.stopped.has(authority)) {
+      this.endRejectedStates(authority, typeUrl, key);
+      return;
+    }
+    const id = unseenId(authority, typeUrl, key);
+    // The relay last saw the version before the first change it has not seen.
+    if (!this.unseen.has(id)) this.unseen.set(id, { authority, typeUrl, key, before: prev });
+  }
+
+  /** A change to `key` reaches the relay: every rejected SotW full state covering it is outdated. */
+  private endRejectedStates(authority: Authority, typeUrl: string, key: string): void {
+    if (!this.opts.fullStateTypes.has(typeUrl)) return;
+    for (const client of this.clientStates.values()) {
+      const ts = client.types.get(typeUrl);
+      if (client.protocol !== 'sotw' || !ts || ts.pinned.size === 0) continue;
+      if (this.subscriptionsOf(ts, typeUrl).some((sub) => this.subCoversResource(sub, authority, key))) ts.pinned.clear();
+    }
+  }
+
+  /** A stopped control plane starts again: the relay learns what changed there meanwhile. */
+  private started(authority: Authority): void {
+    if (!this.stopped.delete(authority)) return;
+    for (const [id, change] of [...this.unseen]) {
+      if (change.authority !== authority) continue;
+      this.unseen.delete(id);
+      this.endRejectedStates(authority, change.typeUrl, change.key);
+    }
+  }
+
+  /** The version of `name` (as a client holds it) the relay can have seen: `view`'s, unless its control plane changed it while stopped. */
+  private seenVersion(typeUrl: string, name: string, view: ReadonlyMap<string, string>): string | undefined {
+    const at = locate(name);
+    const change = this.unseen.get(unseenId(at.authority, typeUrl, at.key));
+    return change ? change.before : view.get(name);
   }
 
   // ------------------------------------------------------------------ NACKs
@@ -351,7 +399,8 @@ export class Model implements ReferenceModel {
     if (!c || !ts) return new Map();
     const view = this.covered(c.protocol, typeUrl, ts);
     if (c.protocol === 'sotw' && this.opts.fullStateTypes.has(typeUrl)) {
-      const stillRejected = [...ts.pinned].every(([name, p]) => view.get(name) === (p.version === '' ? undefined : p.version));
+      // Judged by what the relay can have seen: a stopped control plane's changes reach it when it starts again.
+      const stillRejected = [...ts.pinned].every(([name, p]) => this.seenVersion(typeUrl, name, view) === (p.version === '' ? undefined : p.version));
       if (!stillRejected) return view;
       // The kept state matters only for what the client still asks for: a
       // name it dropped from its list is gone from its view, NACK or not.
