@@ -54,6 +54,23 @@ test('engine: a glob dropped by its last watcher and taken again before the unsu
   assert.ok(engine.store.get(L('g/m3')), 'the glob is still wanted: nothing is dropped');
 });
 
+test('engine: a response that crossed a glob\'s subscription on the wire is not taken for its answer, so a returning client keeps what it listed', () => {
+  const { a, client, push } = setup();
+  const returning = client();
+  const listed = new Map([[L('g/m3'), 'v1']]);
+  const fan = new FanOut();
+  returning.state.setInitialVersions(listed);
+  returning.state.subscribe([L('g/*')], fan, listed);
+  fan.finish();
+  const removed = (): string[] => returning.stream.decoded().flatMap((r) => r.removed_resources ?? []);
+  a.answers = false;
+  push(a, LISTENER, [[L('g/m1'), 'v1']]);
+  assert.deepEqual(removed(), [], 'sent before the control plane read the subscription: no word on m3');
+  a.answers = true;
+  push(a, LISTENER, [[L('g/m1'), 'v1']]);
+  assert.deepEqual(removed(), [L('g/m3')], 'the answer itself lacks m3: it is gone');
+});
+
 test('engine: a released glob keeps its members until its unsubscribe has gone upstream, then drops them', () => {
   const { a, engine, client } = releasedGlob();
   assert.equal(engine.store.members(L('g/*')).length, 1, 'the control plane still serves it');

@@ -224,6 +224,34 @@ test('an unsubscribe is reported to the relay once it has gone out, also when a 
   }
 });
 
+test('only a response that arrives after a glob\'s subscription went out on the open stream can answer it', T, async () => {
+  const origin = await TestOrigin.start({ label: 'origin-answers' });
+  const sink = new RecordingSink();
+  const upstream = upstreamTo(origin, sink);
+  try {
+    const glob = L('answers/*');
+    upstream.start();
+    for (let i = 0; i < 250 && !upstream.connected; i++) await sleep(20);
+    const before = process.hrtime.bigint();
+    upstream.subscribe(LISTENER, glob);
+    assert.equal(upstream.canAnswer(LISTENER, glob, process.hrtime.bigint()), false, 'not yet sent');
+    await origin.waitFor(() => origin.subscribedNames(LISTENER).has(glob), 'the glob subscribed upstream');
+    assert.equal(upstream.canAnswer(LISTENER, glob, process.hrtime.bigint()), true);
+    assert.equal(upstream.canAnswer(LISTENER, glob, before), false, 'a response from before it went out');
+    const beforeRestart = process.hrtime.bigint();
+    await origin.restart();
+    await origin.waitFor(() => origin.subscribedNames(LISTENER).has(glob), 'the glob subscribed on the new stream');
+    assert.equal(upstream.canAnswer(LISTENER, glob, beforeRestart), false, 'a response of the old stream');
+    assert.equal(upstream.canAnswer(LISTENER, glob, process.hrtime.bigint()), true);
+    upstream.unsubscribe(LISTENER, glob);
+    await waitUntil(sink.events, () => sink.unsubscribed.includes(glob), { what: 'the glob unsubscribed' });
+    assert.equal(upstream.canAnswer(LISTENER, glob, process.hrtime.bigint()), false, 'no longer subscribed');
+  } finally {
+    upstream.close();
+    await origin.stop();
+  }
+});
+
 // ------------------------------------------------------------ request size limit
 
 test('two clients with large subscription sets keep the authority syncing across an origin restart, every request within 4 MiB', { timeout: 120_000 }, async () => {

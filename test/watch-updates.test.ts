@@ -62,6 +62,7 @@ test('allowsMember: without an authorizer every member; with one, what it allows
     subscribe: () => {},
     unsubscribe: () => false,
     refetch: () => {},
+    canAnswer: () => true,
     subscriptionCount: () => 0,
   };
   const coll = new Subscription(L('g/*'), 'glob', LISTENER, upstream, L('g/*'), 'a');

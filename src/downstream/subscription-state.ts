@@ -1,7 +1,7 @@
 import type { CacheEntry, Variant } from '../cache/memory-cache';
 import { CompactMap } from '../compact-map';
 import type { FanOut, FanOutTarget } from '../engine/fan-out';
-import { WILDCARD } from '../proto/xds-names';
+import { mayNameCollection, WILDCARD } from '../proto/xds-names';
 import type { Subscription } from '../engine/subscription';
 import { forEachSpelling, type Spellings, type WatchUpdate, type Watcher } from '../engine/subscription';
 import type { SubscriptionPort } from '../engine/types';
@@ -41,11 +41,6 @@ export interface StreamPort {
 export type AckOutcome = 'ack' | 'nack' | 'none' | 'stale';
 
 const ONLY_WILDCARD: readonly string[] = [WILDCARD];
-
-/** Whether a subscribed name can be a collection (the wildcard, or a glob: its last path segment is `*`). */
-function mayNameCollection(name: string): boolean {
-  return name === WILDCARD || name.endsWith('/*') || name.includes('/*?');
-}
 
 /**
  * One client stream's state for one type URL. Every spelling the client used, its

@@ -102,7 +102,10 @@ export class UpdateApplier {
             const wildcard = this.index.get(legacyKey(update.typeUrl, WILDCARD));
             if (wildcard && !wildcard.answered) answered.add(wildcard);
           }
-          for (const sub of answered) if (this.index.get(sub.key) === sub) this.markAnswered(sub, fan);
+          for (const sub of answered) {
+            // A response that crossed the subscription on the wire was sent before the control plane read it.
+            if (this.index.get(sub.key) === sub && upstream.canAnswer(sub.typeUrl, sub.upstreamName, update.receivedAt)) this.markAnswered(sub, fan);
+          }
         }
       } finally {
         store.commit();
@@ -321,7 +324,8 @@ export class UpdateApplier {
    * A collection's content is now known: empty ones are marked, watchers
    * reconcile what their clients listed. Only a response that cannot be the
    * answer to something else counts (a member nobody subscribed to alone, the
-   * glob's own removal, an empty answer to the wildcard): a removal that
+   * glob's own removal, an empty answer to the wildcard), and only once the
+   * collection's subscription had gone out when it arrived: a removal that
    * reconciliation sends on a guess would take configuration away.
    */
   private markAnswered(sub: Subscription, fan: FanOut): void {

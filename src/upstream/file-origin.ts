@@ -160,6 +160,11 @@ export class FileOrigin implements UpstreamPort {
     return false;
   }
 
+  /** Answers are made after the subscription, in-process: every one can be. */
+  canAnswer(): boolean {
+    return true;
+  }
+
   refetch(typeUrl: string, name: string): void {
     if (!this.desired.get(typeUrl)?.has(name)) return;
     const sent = this.sent.get(typeUrl);

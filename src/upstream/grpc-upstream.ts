@@ -3,6 +3,7 @@ import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
 import { openDeltaStream } from '../proto/ads-service';
 import { deltaRequestCodec, type DeltaDiscoveryRequest, type Node } from '../proto/messages';
+import { mayNameCollection } from '../proto/xds-names';
 import { insecureChannel, type ChannelSetup } from '../security/tls';
 import { Backoff } from './backoff';
 import { awaitReady, openClient } from './grpc-connect';
@@ -80,6 +81,8 @@ export class GrpcUpstream implements UpstreamPort {
   private readonly rejected = new RejectedNames();
   private readonly bisect: PoisonBisect;
   private flushTimer: NodeJS.Timeout | undefined;
+  /** Collections (globs, the wildcard) subscribed on the current stream → when their subscription first went out on it. */
+  private readonly collectionsAsked = new Map<string, bigint>();
   private retryTimer: NodeJS.Timeout | undefined;
   private probeTimer: NodeJS.Timeout | undefined;
   private rejectionTimer: NodeJS.Immediate | undefined;
@@ -166,6 +169,11 @@ export class GrpcUpstream implements UpstreamPort {
 
   refetch(typeUrl: string, name: string): void {
     if (this.ledger.refetch(typeUrl, name)) this.scheduleFlush();
+  }
+
+  canAnswer(typeUrl: string, name: string, receivedAt: bigint): boolean {
+    const askedAt = this.collectionsAsked.get(askedKey(typeUrl, name));
+    return askedAt !== undefined && askedAt < receivedAt;
   }
 
   close(): void {
@@ -275,6 +283,7 @@ export class GrpcUpstream implements UpstreamPort {
 
   /** Writes one subscription change as as many requests as the size limit needs. */
   private sendChange(change: SubscriptionChange): void {
+    this.noteAsked(change);
     if (!this.typesOpened.has(change.typeUrl)) {
       // The stream never subscribed these names, so there is nothing to take
       // back; and a type's first request with no names would read upstream as
@@ -286,6 +295,17 @@ export class GrpcUpstream implements UpstreamPort {
     const node = this.nodeSent ? undefined : this.opts.node;
     const requests = splitSubscriptionChange(change, this.maxRequestBytes, node);
     for (const req of requests) this.send(req, 'subscribe');
+  }
+
+  /** Collections subscribed on this stream from now on (the first time only: asking again continues it); those unsubscribed, no more. */
+  private noteAsked(change: SubscriptionChange): void {
+    const now = process.hrtime.bigint();
+    for (const name of change.subscribe) {
+      if (!mayNameCollection(name)) continue;
+      const key = askedKey(change.typeUrl, name);
+      if (!this.collectionsAsked.has(key)) this.collectionsAsked.set(key, now);
+    }
+    if (change.unsubscribe) for (const name of change.unsubscribe) this.collectionsAsked.delete(askedKey(change.typeUrl, name));
   }
 
   private send(req: DeltaDiscoveryRequest, kind: 'subscribe' | 'ack' | 'nack'): void {
@@ -413,6 +433,8 @@ export class GrpcUpstream implements UpstreamPort {
     const pending = this.ledger.takeSubscribes();
     if (this.bisect.active) this.bisect.enqueue(pending);
     const dropped = this.ledger.clearPending();
+    // Nothing is subscribed on a new stream until it is asked for there.
+    this.collectionsAsked.clear();
     this.bisect.streamOpened();
     const replay = this.ledger.wanted().filter((p) => !this.bisect.holds(p.typeUrl, p.name));
     this.sendWithVersions(replay);
@@ -476,4 +498,8 @@ export class GrpcUpstream implements UpstreamPort {
     // ACK what passed the checks (the engine applies it in turn, a large update in slices): the relay keeps serving the last good state either way.
     if (checked.nonce) this.send({ type_url: checked.typeUrl, response_nonce: checked.nonce }, 'ack');
   }
+}
+
+function askedKey(typeUrl: string, name: string): string {
+  return `${typeUrl}\n${name}`;
 }

@@ -59,6 +59,13 @@ export interface UpstreamPort {
   unsubscribe(typeUrl: string, name: string): boolean;
   /** Asks again for a name already subscribed (its content was not cacheable). */
   refetch(typeUrl: string, name: string): void;
+  /**
+   * Whether a response received at `receivedAt` (process.hrtime.bigint())
+   * can be the answer to collection `name`: its subscription had gone out,
+   * on the stream that is still open, before it arrived. A response that
+   * crossed the request on the wire was sent for something else.
+   */
+  canAnswer(typeUrl: string, name: string, receivedAt: bigint): boolean;
   subscriptionCount(): number;
 }
 

@@ -52,6 +52,11 @@ export class FakeUpstream implements UpstreamPort {
     sink.onUnsubscribed(this, typeUrl, names);
   }
   refetch(): void {}
+  /** Whether responses count as answers to the collections they could answer (false: each crossed its subscription on the wire). */
+  answers = true;
+  canAnswer(): boolean {
+    return this.answers;
+  }
   subscriptionCount(): number {
     return this.subscribed.size;
   }
