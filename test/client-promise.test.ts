@@ -14,6 +14,7 @@ import { CLUSTER, ENDPOINT, LISTENER, xdstp } from './support/names';
 import { assertWellFormed } from './support/assertions';
 import { sleep } from './support/wait';
 import { SotwClient, withSotwClient } from './support/sotw-client';
+import type { DiscoveryResponse } from '../src/proto/messages';
 
 const T = { timeout: 30_000 };
 const E = (rest: string): string => xdstp('a', ENDPOINT, rest);
@@ -236,6 +237,29 @@ test('a name subscribed and dropped before the relay asks upstream never reaches
     await sleep(200);
     assert.deepEqual([...cp.subscribedNames(CLUSTER)], ['l1'], 'the control plane holds only what a client still wants');
     assert.deepEqual(c.received(CLUSTER), [], 'the client that dropped l2 gets no cluster');
+  });
+});
+
+test('a SotW client that rejected a cluster, then lists a new name and drops it before the relay has its answer, gets the state of the world its list change asked for', T, async () => {
+  await withRelay({}, async ({ origin, address }) => {
+    origin.setResource(CLUSTER, C('a'), 'one', 'v1');
+    let rejected = false;
+    const reject = (resp: DiscoveryResponse): string | undefined => {
+      if (rejected || !SotwClient.payloads(resp).includes('two')) return undefined;
+      rejected = true;
+      return 'not now';
+    };
+    await withSotwClient(address, { reject }, async (c) => {
+      c.request(CLUSTER, [C('a')]);
+      await c.waitFor(() => c.of(CLUSTER).length === 1, 'the first state');
+      origin.setResource(CLUSTER, C('a'), 'two', 'v2');
+      await c.waitFor(() => rejected, 'the new version rejected');
+      // Both requests reach the relay before it has asked the control plane about the new name.
+      c.request(CLUSTER, [C('a'), C('new')]);
+      c.request(CLUSTER, [C('a')]);
+      const state = await c.waitFor(() => c.of(CLUSTER)[2], 'a state of the world for the changed list');
+      assert.deepEqual(SotwClient.payloads(state), ['two'], 'every resource at its current version, the rejected one included');
+    });
   });
 });
 

@@ -1,5 +1,6 @@
 import type { Variant } from '../cache/memory-cache';
 import type { FanOut, FanOutTarget } from '../engine/fan-out';
+import type { Subscription } from '../engine/subscription';
 import type { ResourceErrorInfo } from '../proto/resource-error';
 import type { AckLedger } from './ack-ledger';
 import type { FirstAnswerWait } from './first-answer-wait';
@@ -120,6 +121,11 @@ export class ClientOutbox<Client extends FanOutTarget> {
   /** Names with a change held back. */
   *namesHeldBack(): Generator<string> {
     if (this.backlog) yield* this.backlog.keys();
+  }
+
+  /** Whether a state of the world is owed for newly listed `name` (its subscription `sub`): the upstream has not answered it yet. */
+  awaitsAnswer(name: string, sub: Subscription): boolean {
+    return this.wait?.awaits(name, sub) ?? false;
   }
 
   /** A state of the world held back for the upstream's answer goes out with this round. */

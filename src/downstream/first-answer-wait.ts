@@ -68,7 +68,8 @@ export class FirstAnswerWait {
     this.timer = undefined;
   }
 
-  private awaits(spelling: string, sub: Subscription): boolean {
+  /** Whether `spelling` (subscription `sub`) is still waited for: listed, subscribed upstream, not answered yet. */
+  awaits(spelling: string, sub: Subscription): boolean {
     if (!sub.upstream.connected || this.waitedFor?.has(sub)) return false;
     return sub.isCollection ? !sub.answered : !this.held.has(spelling);
   }

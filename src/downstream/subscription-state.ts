@@ -221,12 +221,18 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     this.answerRefused(name, fan);
   }
 
-  /** Unsubscribes `names`; a name still covered by one of the client's collections is answered again. */
+  /**
+   * Unsubscribes `names`; a name still covered by one of the client's
+   * collections is answered again. A state of the world that a newly listed
+   * name was still waiting for goes out now: dropping the name does not take
+   * back the list change it answers.
+   */
   unsubscribe(names: readonly string[], fan: FanOut): void {
     this.stream.statusChanged?.(this);
     for (const name of names) {
       const sub = this.names.get(name);
       if (sub === undefined) continue;
+      if (sub && this.world && this.outbox.awaitsAnswer(name, sub)) this.outbox.pendingFor(fan).forced = true;
       this.deleteName(name);
       if (name === WILDCARD) {
         this.byOmission = false;
