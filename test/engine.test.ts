@@ -24,6 +24,17 @@ test('engine: two watchers of one key make one upstream subscription; the last t
   assert.deepEqual(a.unsubscribed, [L('x')]);
 });
 
+/** A client on a new stream subscribing `name`, listing `held` as its initial_resource_versions. */
+function returningOn(client: ReturnType<typeof setup>['client'], name: string, held: Record<string, string>): ReturnType<ReturnType<typeof setup>['client']> {
+  const returning = client();
+  const listed = new Map(Object.entries(held));
+  const fan = new FanOut();
+  returning.state.setInitialVersions(listed);
+  returning.state.subscribe([name], fan, listed);
+  fan.finish();
+  return returning;
+}
+
 /** A glob with one member (g/m3 at v1) that its only watcher just dropped, the upstream sending unsubscribes later. */
 function releasedGlob(): ReturnType<typeof setup> {
   const env = setup();
@@ -37,12 +48,7 @@ function releasedGlob(): ReturnType<typeof setup> {
 
 test('engine: a glob dropped by its last watcher and taken again before the unsubscribe goes upstream keeps its members, so a returning client loses none', () => {
   const { a, engine, client, push } = releasedGlob();
-  const returning = client();
-  const listed = new Map([[L('g/m3'), 'v1']]);
-  const fan = new FanOut();
-  returning.state.setInitialVersions(listed);
-  returning.state.subscribe([L('g/*')], fan, listed);
-  fan.finish();
+  const returning = returningOn(client, L('g/*'), { [L('g/m3')]: 'v1' });
   assert.deepEqual([...a.pendingUnsubscribes], [], 'the unsubscribe is taken back');
   assert.equal(a.subscribed.get(L('g/*')), 1, 'and the glob asked for again');
   // A new member is no answer to the glob; the one the client listed stays.
@@ -56,12 +62,7 @@ test('engine: a glob dropped by its last watcher and taken again before the unsu
 
 test('engine: a response that crossed a glob\'s subscription on the wire is not taken for its answer, so a returning client keeps what it listed', () => {
   const { a, client, push } = setup();
-  const returning = client();
-  const listed = new Map([[L('g/m3'), 'v1']]);
-  const fan = new FanOut();
-  returning.state.setInitialVersions(listed);
-  returning.state.subscribe([L('g/*')], fan, listed);
-  fan.finish();
+  const returning = returningOn(client, L('g/*'), { [L('g/m3')]: 'v1' });
   const removed = (): string[] => returning.stream.decoded().flatMap((r) => r.removed_resources ?? []);
   a.answers = false;
   push(a, LISTENER, [[L('g/m1'), 'v1']]);
@@ -156,11 +157,7 @@ test('engine: an answer to an explicit legacy name does not count as the wildcar
   const { legacy, client, push } = setup({ defaultUpstream: true });
   const explicit = client(CLUSTER);
   explicit.subscribe(['x']);
-  const wildcard = client(CLUSTER);
-  const fan = new FanOut();
-  wildcard.state.setInitialVersions(new Map([['x', 'v0'], ['y', 'v1']]));
-  wildcard.state.subscribe(['*'], fan, new Map([['x', 'v0'], ['y', 'v1']]));
-  fan.finish();
+  const wildcard = returningOn(() => client(CLUSTER), '*', { x: 'v0', y: 'v1' });
   push(legacy, CLUSTER, [['x', 'v1']]);
   const removed = (): string[] => wildcard.stream.decoded().flatMap((r) => r.removed_resources ?? []);
   assert.deepEqual(removed(), [], 'y is not removed on a guess');

@@ -151,6 +151,19 @@ class RecordingSink implements UpstreamSink {
   }
 }
 
+/** `body` with an upstream of authority `a` on a fresh origin of its own, and a sink recording what it hands over. */
+async function withUpstream(label: string, body: (origin: TestOrigin, upstream: GrpcUpstream, sink: RecordingSink) => Promise<void>): Promise<void> {
+  const origin = await TestOrigin.start({ label });
+  const sink = new RecordingSink();
+  const upstream = upstreamTo(origin, sink);
+  try {
+    await body(origin, upstream, sink);
+  } finally {
+    upstream.close();
+    await origin.stop();
+  }
+}
+
 /** An upstream of authority `a` on `origin` alone, handing what it gets to `sink`. */
 function upstreamTo(origin: TestOrigin, sink: UpstreamSink): GrpcUpstream {
   return new GrpcUpstream({
@@ -164,11 +177,8 @@ function upstreamTo(origin: TestOrigin, sink: UpstreamSink): GrpcUpstream {
   });
 }
 
-test('resource errors from the control plane reach the relay with their names, codes and messages', T, async () => {
-  const origin = await TestOrigin.start({ label: 'origin-errors' });
-  const sink = new RecordingSink();
-  const upstream = upstreamTo(origin, sink);
-  try {
+test('resource errors from the control plane reach the relay with their names, codes and messages', T, () =>
+  withUpstream('origin-errors', async (origin, upstream, sink) => {
     const n = L('errors/flaky');
     origin.setResource(LISTENER, n, 'x', 'v1');
     upstream.start();
@@ -189,17 +199,10 @@ test('resource errors from the control plane reach the relay with their names, c
     assert.deepEqual(update.removed, []);
     await origin.waitSettled();
     assert.equal(origin.nacks.length, 0);
-  } finally {
-    upstream.close();
-    await origin.stop();
-  }
-});
+  }));
 
-test('an unsubscribe is reported to the relay once it has gone out, also when a new stream starts without the name', T, async () => {
-  const origin = await TestOrigin.start({ label: 'origin-unsubscribes' });
-  const sink = new RecordingSink();
-  const upstream = upstreamTo(origin, sink);
-  try {
+test('an unsubscribe is reported to the relay once it has gone out, also when a new stream starts without the name', T, () =>
+  withUpstream('origin-unsubscribes', async (origin, upstream, sink) => {
     const [x, y, z] = [L('unsub/x'), L('unsub/y'), L('unsub/z')];
     for (const n of [x, y, z]) origin.setResource(LISTENER, n, n, 'v1');
     upstream.start();
@@ -218,17 +221,10 @@ test('an unsubscribe is reported to the relay once it has gone out, also when a 
     await origin.waitFor(() => origin.subscribedNames(LISTENER).has(z), 'z subscribed on the new stream');
     assert.ok(!origin.subscribedNames(LISTENER).has(y));
     assert.equal(upstream.unsubscribe(LISTENER, y), false, 'a name no longer subscribed has nothing to send');
-  } finally {
-    upstream.close();
-    await origin.stop();
-  }
-});
+  }));
 
-test('only a response that arrives after a glob\'s subscription went out on the open stream can answer it', T, async () => {
-  const origin = await TestOrigin.start({ label: 'origin-answers' });
-  const sink = new RecordingSink();
-  const upstream = upstreamTo(origin, sink);
-  try {
+test('only a response that arrives after a glob\'s subscription went out on the open stream can answer it', T, () =>
+  withUpstream('origin-answers', async (origin, upstream, sink) => {
     const glob = L('answers/*');
     upstream.start();
     for (let i = 0; i < 250 && !upstream.connected; i++) await sleep(20);
@@ -246,11 +242,7 @@ test('only a response that arrives after a glob\'s subscription went out on the 
     upstream.unsubscribe(LISTENER, glob);
     await waitUntil(sink.events, () => sink.unsubscribed.includes(glob), { what: 'the glob unsubscribed' });
     assert.equal(upstream.canAnswer(LISTENER, glob, process.hrtime.bigint()), false, 'no longer subscribed');
-  } finally {
-    upstream.close();
-    await origin.stop();
-  }
-});
+  }));
 
 // ------------------------------------------------------------ request size limit
 
