@@ -292,4 +292,35 @@ export const REGRESSIONS: Regression[] = [
       { op: 'request', client: 'c1', typeUrl: CL, subscribe: ['*'], unsubscribe: [] },
     ],
   },
+  {
+    behaviour: 'a SotW client that rejected a state and lists a new name, dropping it before the control plane answers, gets the state its list change asked for',
+    unsubscribeGraceMs: 0,
+    redis: false,
+    run: [
+      { op: 'connect', client: 'c3', protocol: 'sotw' },
+      { op: 'request', client: 'c3', typeUrl: CL, subscribe: [cl('g/m1?j=2&k=1')], unsubscribe: [] },
+      { op: 'nackNext', client: 'c3', typeUrl: CL },
+      { op: 'put', authority: 'a1', typeUrl: CL, name: cl('g/m1?j=2&k=1'), version: '15' },
+      [
+        { op: 'request', client: 'c3', typeUrl: CL, subscribe: ['l9'], unsubscribe: [cl('g/m4')] },
+        { op: 'request', client: 'c3', typeUrl: CL, subscribe: [], unsubscribe: ['l9'] },
+      ],
+    ],
+  },
+  {
+    behaviour: 'a SotW client keeps the state it rejected while the only change since is on a stopped control plane',
+    unsubscribeGraceMs: 0,
+    redis: false,
+    run: [
+      { op: 'connect', client: 'c1', protocol: 'sotw' },
+      { op: 'request', client: 'c1', typeUrl: CL, subscribe: [cl('g/m1?j=2&k=1'), cl('g/*?j=2&k=1')], unsubscribe: [] },
+      { op: 'request', client: 'c1', typeUrl: CL, subscribe: ['*'], unsubscribe: [] },
+      [
+        { op: 'nackNext', client: 'c1', typeUrl: CL },
+        { op: 'put', authority: null, typeUrl: CL, name: 'l1', version: '19' },
+      ],
+      { op: 'cpStop', authority: 'a1' },
+      { op: 'put', authority: 'a1', typeUrl: CL, name: cl('g/m3?j=2&k=1'), version: '20' },
+    ],
+  },
 ];
