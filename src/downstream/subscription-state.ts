@@ -232,7 +232,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     for (const name of names) {
       const sub = this.names.get(name);
       if (sub === undefined) continue;
-      if (sub && this.world && this.outbox.awaitsAnswer(name, sub)) this.outbox.pendingFor(fan).forced = true;
+      if (sub && this.outbox.awaitsAnswer(name, sub)) this.outbox.pendingFor(fan).forced = true;
       this.deleteName(name);
       if (name === WILDCARD) {
         this.byOmission = false;

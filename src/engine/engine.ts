@@ -51,12 +51,6 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
    * the upstream returns (an unreachable control plane takes nothing away).
    */
   private readonly leftovers = new Map<string, Subscription>();
-  /**
-   * Released keys whose upstream has not sent the unsubscribe yet (it
-   * batches requests), by type URL and upstream name: the control plane
-   * still serves them, so their content stays true until it has gone out.
-   */
-  private readonly unsubscribing = new Map<string, Subscription>();
 
   private readonly updates: UpdateApplier;
 
@@ -144,7 +138,6 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
       // Released, but the control plane never stopped serving it: what the
       // relay holds is still its answer. Taking the unsubscribe back asks again.
       sub.unsubscribing = false;
-      this.unsubscribing.delete(unsubscribingKey(sub.typeUrl, sub.upstreamName));
       sub.upstream.subscribe(sub.typeUrl, sub.upstreamName);
     }
     const before = sub.watchers.get(watcher);
@@ -270,9 +263,10 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
     sub.graceTimer = undefined;
     if (sub.watchers.size > 0 || this.index.get(sub.key) !== sub) return;
     const connected = sub.upstream.connected;
+    // Until the unsubscribe has gone out the control plane still serves the
+    // key: the subscription stays indexed, its content true (see onUnsubscribed).
     if (sub.upstream.unsubscribe(sub.typeUrl, sub.upstreamName) && connected) {
       sub.unsubscribing = true;
-      this.unsubscribing.set(unsubscribingKey(sub.typeUrl, sub.upstreamName), sub);
       return;
     }
     this.forget(sub);
@@ -289,12 +283,12 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
   /** The upstream has sent the unsubscribes it deferred: the released keys go. */
   onUnsubscribed(upstream: UpstreamPort, typeUrl: string, names: readonly string[]): void {
     for (const name of names) {
-      const k = unsubscribingKey(typeUrl, name);
-      const sub = this.unsubscribing.get(k);
-      if (sub?.upstream !== upstream) continue;
-      this.unsubscribing.delete(k);
+      const route = this.opts.router.route(typeUrl, name);
+      if (isRejection(route)) continue;
+      const sub = this.index.get(route.key);
+      if (!sub?.unsubscribing || sub.upstream !== upstream) continue;
       sub.unsubscribing = false;
-      if (sub.watchers.size === 0 && this.index.get(sub.key) === sub) this.forget(sub);
+      this.forget(sub);
     }
   }
 
@@ -443,8 +437,4 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
   onExpired(keys: string[]): void {
     this.updates.expire(keys);
   }
-}
-
-function unsubscribingKey(typeUrl: string, upstreamName: string): string {
-  return `${typeUrl}\n${upstreamName}`;
 }
