@@ -85,11 +85,12 @@ function heldName(protocol: Protocol, name: string): string {
   return protocol === 'sotw' ? keyOf(name) : name;
 }
 
-/** Where a resource the client names lives: its upstream and its key there. */
+/** One resource of one control plane, as a map key. */
 function unseenId(authority: Authority, typeUrl: string, key: string): string {
   return `${authority ?? ''}\n${typeUrl}\n${key}`;
 }
 
+/** Where a resource the client names lives: its upstream and its key there. */
 function locate(name: string): { authority: Authority; key: string } {
   if (!isXdstp(name)) return { authority: null, key: name };
   try {
