@@ -22,6 +22,7 @@ import { metricValue, pollUntil, withAdminRelay } from './support/admin';
 import { entryOf, fetchStatus, fetchStatusError, statusUntil, streamsOf, summary } from './support/csds';
 import { withRelay } from './support/relay-fixture';
 import { CLUSTER, LISTENER, xdstp } from './support/names';
+import type { Node } from '../src/proto/messages';
 
 const T = { timeout: 20_000 };
 const L = (rest: string): string => xdstp('a', LISTENER, rest);
@@ -51,6 +52,34 @@ test('FetchClientStatus lists every delta client stream with its node, then the 
     // Client streams first, then one entry per authority, as the relay's own node.
     assert.deepEqual(scopes(res).slice(-1), ['upstream/a']);
     assert.equal(res.config!.at(-1)!.node?.id, 'relay-test');
+  });
+});
+
+test("each client's node is listed as it sent it, also when clients of one build sent the same extensions", T, async () => {
+  await withRelay({}, async ({ origin, client, address }) => {
+    origin.setResource(LISTENER, L('who/l2'), 'x', 'v1');
+    const build = (b: string): Node => ({
+      user_agent_build_version: { version: { major_number: 1, minor_number: 31 }, metadata: { fields: { sha: { stringValue: b } } } },
+      extensions: Array.from({ length: 20 }, (_, i) => ({ name: `envoy.ext.${b}.${i}`, category: 'envoy.filters.http', type_urls: [`type.${b}.${i}`] })),
+      client_features: [`feature.${b}`],
+    });
+    const clients = [
+      client({ nodeId: 'build-1-a', node: build('one') }),
+      client({ nodeId: 'build-1-b', node: build('one') }),
+      client({ nodeId: 'build-2-a', node: build('two') }),
+    ];
+    for (const c of clients) c.subscribe(LISTENER, [L('who/l2')]);
+    for (const c of clients) await c.waitForVersion(LISTENER, L('who/l2'), 'v1');
+
+    const res = await fetchStatus(address);
+    for (const [id, b] of [['build-1-a', 'one'], ['build-1-b', 'one'], ['build-2-a', 'two']] as const) {
+      const [listed] = streamsOf(res, id);
+      assert.ok(listed?.node, `${id} is listed with its node`);
+      const sent = build(b);
+      assert.deepEqual(listed.node.extensions, sent.extensions, id);
+      assert.deepEqual(listed.node.user_agent_build_version, sent.user_agent_build_version, id);
+      assert.ok(listed.node.client_features?.includes(`feature.${b}`), id);
+    }
   });
 });
 

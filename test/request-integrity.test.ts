@@ -47,6 +47,8 @@ const BAD_NODES: Array<[string, Buffer]> = [
   ['user_agent_version', Buffer.concat([stringField(1, 'ok-id'), lenField(7, NOT_UTF8)])],
   ['locality.zone', Buffer.concat([stringField(1, 'ok-id'), lenField(4, Buffer.concat([stringField(1, 'region'), lenField(2, NOT_UTF8)]))])],
   ['client_features', Buffer.concat([stringField(1, 'ok-id'), stringField(10, 'fine'), lenField(10, NOT_UTF8)])],
+  // Extension{ name (1) }, after one that is fine.
+  ['extensions.name', Buffer.concat([stringField(1, 'ok-id'), lenField(9, stringField(1, 'envoy.fine')), lenField(9, lenField(1, NOT_UTF8))])],
   // metadata: Struct{ fields: { "k": Value{ string_value } } }
   ['metadata value', Buffer.concat([stringField(1, 'ok-id'), lenField(3, lenField(1, Buffer.concat([stringField(1, 'k'), lenField(2, lenField(3, NOT_UTF8))])))])],
   ['metadata key', Buffer.concat([stringField(1, 'ok-id'), lenField(3, lenField(1, Buffer.concat([lenField(1, NOT_UTF8), lenField(2, stringField(3, 'v'))])))])],

@@ -35,7 +35,11 @@ export interface Node {
   locality?: Locality;
   user_agent_name?: string;
   user_agent_version?: string;
-  client_features?: string[];
+  /** envoy.config.core.v3.BuildVersion in protobufjs' object form. */
+  user_agent_build_version?: object;
+  /** envoy.config.core.v3.Extension in protobufjs' object form, one per extension. */
+  extensions?: readonly object[];
+  client_features?: readonly string[];
 }
 
 export interface DeltaDiscoveryRequest {

@@ -94,7 +94,8 @@ function checkValue(field: protobuf.Field, value: Uint8Array, where: string, dep
   else if (field.resolvedType instanceof protobuf.Type) checkStrings(field.resolvedType, value, where, depth + 1);
 }
 
-function decodeNode(buf: Uint8Array): Node {
+/** The node as decoded, strictly: every string checked, then decoded whole. */
+function decodeNodeFields(buf: Uint8Array): Node {
   try {
     checkStrings((nodeType ??= transportType('envoy.config.core.v3.Node')), buf, 'node', 0);
   } catch (err) {
@@ -108,10 +109,113 @@ function decodeNode(buf: Uint8Array): Node {
     throw new RequestError(`node does not decode: ${(err as Error).message}`);
   }
   shareEmptyFields(node as Record<string, unknown>);
+  return node;
+}
+
+function decodeNode(buf: Uint8Array): Node {
+  const split = splitBuildFields(buf);
+  const node = decodeNodeFields(split ? split.rest : buf);
+  if (split) {
+    const build = buildFieldsOf(split.build);
+    if (build.user_agent_build_version !== undefined) node.user_agent_build_version = build.user_agent_build_version;
+    node.extensions = build.extensions;
+    node.client_features = build.client_features;
+  }
   if (node.cluster !== undefined) node.cluster = sharedText(node.cluster);
   if (node.user_agent_name !== undefined) node.user_agent_name = sharedText(node.user_agent_name);
   if (node.user_agent_version !== undefined) node.user_agent_version = sharedText(node.user_agent_version);
   return node;
+}
+
+/**
+ * The node fields that describe the client's build rather than the client:
+ * user_agent_build_version (8), extensions (9), client_features (10). Every
+ * client of one build sends them byte for byte alike, and they are most of
+ * an Envoy's node: it lists every extension it was built with, hundreds of
+ * them, tens of kilobytes that decode to over a hundred kilobytes of objects
+ * kept for each stream's life (and decoded again from every request that
+ * repeats the node). They are decoded once per distinct build and shared.
+ */
+const BUILD_FIELDS: ReadonlySet<number> = new Set([8, 9, 10]);
+
+/** The node's bytes as its build fields and the rest, each still a Node message; undefined when there is nothing to share. */
+function splitBuildFields(buf: Uint8Array): { build: Uint8Array; rest: Uint8Array } | undefined {
+  // The build fields' [start, end) ranges, adjacent ones merged (an Envoy sends them as one run).
+  const ranges: number[] = [];
+  try {
+    scanFields(buf, (f) => {
+      if (!BUILD_FIELDS.has(f.field)) return;
+      if (ranges.length > 0 && ranges[ranges.length - 1] === f.start) ranges[ranges.length - 1] = f.end;
+      else ranges.push(f.start, f.end);
+    });
+  } catch (err) {
+    if (err instanceof WireError) throw new RequestError(`node does not decode: ${err.message}`);
+    throw err;
+  }
+  if (ranges.length === 0) return undefined;
+  const rest: number[] = [];
+  let at = 0;
+  for (let i = 0; i < ranges.length; i += 2) {
+    if (ranges[i]! > at) rest.push(at, ranges[i]!);
+    at = ranges[i + 1]!;
+  }
+  if (at < buf.length) rest.push(at, buf.length);
+  return { build: pick(buf, ranges), rest: pick(buf, rest) };
+}
+
+/** The bytes of `buf` in `ranges` ([start, end) pairs) as one message: a view when they are one run. */
+function pick(buf: Uint8Array, ranges: readonly number[]): Uint8Array {
+  if (ranges.length === 2) return buf.subarray(ranges[0], ranges[1]);
+  const parts: Uint8Array[] = [];
+  for (let i = 0; i < ranges.length; i += 2) parts.push(buf.subarray(ranges[i], ranges[i + 1]));
+  return Buffer.concat(parts);
+}
+
+interface BuildFields {
+  readonly user_agent_build_version: object | undefined;
+  readonly extensions: readonly object[];
+  readonly client_features: readonly string[];
+}
+
+/**
+ * Build fields decoded lately, by their bytes; frozen, as every node of the
+ * build holds them. Bounded in bytes and in builds, oldest out first: the
+ * table outlives the streams, and clients choose what goes in it (a client
+ * sending a new build each time costs the others a decode, as before, not
+ * memory).
+ */
+const builds = new Map<string, BuildFields>();
+let buildBytes = 0;
+const BUILDS_MAX = 64;
+const BUILDS_MAX_BYTES = 4 * 1024 * 1024;
+
+function buildFieldsOf(bytes: Uint8Array): BuildFields {
+  const key = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('latin1');
+  const known = builds.get(key);
+  if (known) return known;
+  const decoded = decodeNodeFields(bytes);
+  const fields: BuildFields = deepFreeze({
+    user_agent_build_version: decoded.user_agent_build_version,
+    extensions: decoded.extensions ?? (EMPTY_LIST as readonly object[]),
+    client_features: (decoded.client_features ?? EMPTY_LIST) as readonly string[],
+  });
+  if (key.length <= BUILDS_MAX_BYTES) {
+    builds.set(key, fields);
+    buildBytes += key.length;
+    for (const [oldest] of builds) {
+      if (builds.size <= BUILDS_MAX && buildBytes <= BUILDS_MAX_BYTES) break;
+      builds.delete(oldest);
+      buildBytes -= oldest.length;
+    }
+  }
+  return fields;
+}
+
+/** Freezes `value` and everything it holds (plain objects and arrays, as protobufjs decodes them; byte views stay as they are). */
+function deepFreeze<T>(value: T): T {
+  if (typeof value !== 'object' || value === null || ArrayBuffer.isView(value) || Object.isFrozen(value)) return value;
+  for (const v of Object.values(value)) deepFreeze(v);
+  return Object.freeze(value);
 }
 
 /**
