@@ -33,6 +33,8 @@ export interface OpenCommand {
   ack: boolean;
   window: WindowSpec;
   stallWindow: WindowSpec;
+  /** Each client's node lists an Envoy-like build (its version, this many extensions, its features), alike for all; 0: a plain node. */
+  envoyExtensions: number;
 }
 
 export type GenCommand =

@@ -203,6 +203,8 @@ export interface OpenOptions {
   ack?: boolean;
   window?: WindowSpec;
   stallWindow?: WindowSpec;
+  /** Each client's node lists an Envoy-like build with this many extensions (default 0: a plain node). */
+  envoyExtensions?: number;
 }
 
 const DEFAULT_WINDOW: WindowSpec = { stream: 1 << 20, conn: 4 << 20 };
@@ -269,6 +271,7 @@ export class GenPool {
         ack: o.ack ?? true,
         window: o.window ?? DEFAULT_WINDOW,
         stallWindow: o.stallWindow ?? STALL_WINDOW,
+        envoyExtensions: o.envoyExtensions ?? 0,
       });
       first += count;
     }

@@ -302,8 +302,28 @@ function finishWatch(g: Group, w: Watcher): void {
   w.done({ round: w.round, got: w.got, total: g.clients.length, lat: w.lat });
 }
 
+/**
+ * What an Envoy's node says of its build, alike for every client of the
+ * build: its version, the extensions it was built with (hundreds in an
+ * official build) and its client features.
+ */
+function envoyBuild(extensions: number): object {
+  const categories = ['envoy.filters.http', 'envoy.filters.network', 'envoy.filters.listener', 'envoy.transport_sockets.upstream', 'envoy.clusters', 'envoy.access_loggers', 'envoy.tracers', 'envoy.matching.action'];
+  return {
+    user_agent_build_version: {
+      version: { major_number: 1, minor_number: 31, patch: 2 },
+      metadata: { fields: { 'revision.sha': { stringValue: '5f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6' }, 'revision.status': { stringValue: 'Clean' }, 'build.type': { stringValue: 'RELEASE' }, 'ssl.version': { stringValue: 'BoringSSL' } } },
+    },
+    extensions: Array.from({ length: extensions }, (_, i) => {
+      const category = categories[i % categories.length]!;
+      return { name: `${category}.extension_${i}`, category, type_urls: [`envoy.extensions.${category.slice(6)}.extension_${i}.v3.Config`] };
+    }),
+    client_features: ['envoy.lb.does_not_support_overprovisioning', 'envoy.lrs.supports_send_all_clusters', 'envoy.config.require-any-fields-contain-struct'],
+  };
+}
+
 function subscribeRequest(g: Group, c: Client): Buffer {
-  const node = { id: `bench-${g.name}-${c.index}`, cluster: 'bench', user_agent_name: 'xdstp-bench' };
+  const node = { id: `bench-${g.name}-${c.index}`, cluster: 'bench', user_agent_name: 'xdstp-bench', ...(g.spec.envoyExtensions > 0 ? envoyBuild(g.spec.envoyExtensions) : {}) };
   const names = namesFor(g.spec.plan, c.index);
   if (g.sotw) return discoveryRequestCodec.encode({ node, type_url: TYPE_URL, resource_names: names });
   return deltaRequestCodec.encode({ node, type_url: TYPE_URL, resource_names_subscribe: names });

@@ -2,7 +2,10 @@
  * Scenario 4: idle memory per connected client (one stream each, 10
  * subscriptions answered from the cache), relay state included. The baseline
  * is a bare grpc-js server holding the same streams after writing each one a
- * 10-resource response: the runtime's own cost per connection.
+ * 10-resource response: the runtime's own cost per connection. Then what a
+ * client's node costs: more clients whose node lists an Envoy-like build
+ * (hundreds of extensions, the same for all) against as many more with a
+ * plain node, added to the relay one after the other.
  */
 import { BenchOrigin } from '../origin';
 import type { BenchContext, ScenarioResult } from '../lib/context';
@@ -14,6 +17,8 @@ import { fmt, fmtRatio, median } from '../lib/stats';
 
 const POOL = 1000;
 const SUBS = 10;
+/** Extensions in the Envoy-like node (an official Envoy build lists hundreds). */
+const ENVOY_EXTENSIONS = 300;
 
 interface Level {
   clients: number;
@@ -101,6 +106,39 @@ export async function runIdle(ctx: BenchContext): Promise<ScenarioResult> {
     ctx.log(`  ${level} clients: relay ${fmt(lv.relayRssPerClientKB)} KB RSS / ${fmt(lv.relayHeapPerClientKB)} KB heap per client; ceiling ${fmt(lv.ceilingRssPerClientKB)} KB RSS`);
   }
   const last = out[out.length - 1]!;
+
+  // What a node costs: as many more plain clients, then Envoy-like ones, each batch's RSS over the
+  // one before; on the relay, then on bare grpc-js (which receives the same nodes and keeps none).
+  const more = ctx.full ? 2_000 : 1_000;
+  interface Batch {
+    rss: number;
+    heap: number;
+    perClientKB: number;
+    heapPerClientKB: number;
+  }
+  const ceilingAt = (): number => median([0, 1, 2].map(() => memStatus(ceil.pid).rss));
+  const batch = async (server: 'relay' | 'ceiling', envoyExtensions: number, from: { rss: number; heap: number }): Promise<Batch> => {
+    const group = `${server}-${envoyExtensions > 0 ? 'envoy' : 'plain'}-node`;
+    const port = server === 'relay' ? relay.port : ceil.port;
+    const first = server === 'relay' ? have : ceilHave;
+    const o = await gens.open(group, port, more, plan, { concurrency: 256, envoyExtensions }, first);
+    const s = await gens.waitSynced(group, 120_000);
+    if (o.failed > 0 || s.synced < more) throw new Error(`${group}: ${s.synced}/${more} synced (failed ${o.failed})`);
+    if (server === 'relay') have += more;
+    else ceilHave += more;
+    await sleep(1500);
+    const m = server === 'relay' ? await sampleRelay(relay) : { rss: ceilingAt(), heap: NaN };
+    return { rss: m.rss, heap: m.heap, perClientKB: (m.rss - from.rss) / more / 1024, heapPerClientKB: (m.heap - from.heap) / more / 1024 };
+  };
+  let ceilHave = have;
+  const relayPlain = await batch('relay', 0, { rss: last.relayRss, heap: last.relayHeap });
+  const relayEnvoy = await batch('relay', ENVOY_EXTENSIONS, relayPlain);
+  const ceilPlain = await batch('ceiling', 0, { rss: last.ceilingRss, heap: NaN });
+  const ceilEnvoy = await batch('ceiling', ENVOY_EXTENSIONS, ceilPlain);
+  ctx.log(
+    `  ${more} more clients, RSS per client: plain node relay +${fmt(relayPlain.perClientKB)} KB (heap +${fmt(relayPlain.heapPerClientKB)} KB), bare +${fmt(ceilPlain.perClientKB)} KB; ` +
+      `Envoy-like node (${ENVOY_EXTENSIONS} extensions) relay +${fmt(relayEnvoy.perClientKB)} KB (heap +${fmt(relayEnvoy.heapPerClientKB)} KB), bare +${fmt(ceilEnvoy.perClientKB)} KB`,
+  );
   return {
     id: '4',
     title: `Idle memory per client (1 stream, ${SUBS} subscriptions)`,
@@ -111,8 +149,13 @@ export async function runIdle(ctx: BenchContext): Promise<ScenarioResult> {
             `${l.clients.toLocaleString('en-US')}: RSS ${fmt(l.relayRssPerClientKB)} KB, heap ${fmt(l.relayHeapPerClientKB)} KB per client ` +
             `(marginal ${fmt(l.relayMarginalKB)} KB; relay ${fmt(l.relayRss / 2 ** 20)} MiB; GET /metrics ${fmt(l.metricsScrapeMs)} ms)`,
         )
-        .join('; ') + ` — with no clients: RSS ${fmt(base.rss / 2 ** 20)} MiB, GET /metrics ${fmt(base.scrapeMs)} ms`,
-    ratio: `relay ÷ bare grpc-js RSS/client ${out.map((l) => `${fmtRatio(l.relayRssPerClientKB / l.ceilingRssPerClientKB)} at ${l.clients / 1000}k`).join(', ')} (runtime alone: ${out.map((l) => `${fmt(l.ceilingRssPerClientKB)} KB`).join(', ')})`,
+        .join('; ') +
+      ` — with no clients: RSS ${fmt(base.rss / 2 ** 20)} MiB, GET /metrics ${fmt(base.scrapeMs)} ms; ` +
+      `${more.toLocaleString('en-US')} more with a plain node: +${fmt(relayPlain.perClientKB)} KB RSS, +${fmt(relayPlain.heapPerClientKB)} KB heap per client (bare grpc-js +${fmt(ceilPlain.perClientKB)} KB RSS); ` +
+      `with an Envoy-like node (${ENVOY_EXTENSIONS} extensions): +${fmt(relayEnvoy.perClientKB)} KB RSS, +${fmt(relayEnvoy.heapPerClientKB)} KB heap (bare grpc-js +${fmt(ceilEnvoy.perClientKB)} KB RSS)`,
+    ratio:
+      `relay ÷ bare grpc-js RSS/client ${out.map((l) => `${fmtRatio(l.relayRssPerClientKB / l.ceilingRssPerClientKB)} at ${l.clients / 1000}k`).join(', ')} (runtime alone: ${out.map((l) => `${fmt(l.ceilingRssPerClientKB)} KB`).join(', ')}); ` +
+      `RSS per added client with an Envoy-like node ${fmtRatio(relayEnvoy.perClientKB / ceilEnvoy.perClientKB)} of bare grpc-js (with a plain node ${fmtRatio(relayPlain.perClientKB / ceilPlain.perClientKB)})`,
     targets: [
       {
         target: '≤ 48 KB RSS per idle client',
@@ -124,7 +167,12 @@ export async function runIdle(ctx: BenchContext): Promise<ScenarioResult> {
         return atMost(`idle RSS per client at ${n / 1000}k, of bare grpc-js`, l && l.relayRssPerClientKB / l.ceilingRssPerClientKB, IDLE_RSS_RATIO, 2, '×');
       }),
       atMost('GET /metrics at 10k idle clients', out.find((x) => x.clients === 10_000)?.metricsScrapeMs, SCRAPE_MS, 1, ' ms'),
+      {
+        target: `idle RSS per added client with an Envoy-like node (${ENVOY_EXTENSIONS} extensions), of bare grpc-js`,
+        value: `${fmtRatio(relayEnvoy.perClientKB / ceilEnvoy.perClientKB)} (+${fmt(relayEnvoy.perClientKB)} vs +${fmt(ceilEnvoy.perClientKB)} KB per client, ${more.toLocaleString('en-US')} clients)`,
+        verdict: 'info',
+      },
     ],
-    data: { levels: out, baseline: { relayRss: base.rss, relayHeap: base.heap, ceilingRss: ceilBase, metricsScrapeMs: base.scrapeMs }, pool: POOL, subsPerClient: SUBS },
+    data: { nodes: { clients: more, envoyExtensions: ENVOY_EXTENSIONS, relayPlain, relayEnvoy, ceilingPlain: ceilPlain, ceilingEnvoy: ceilEnvoy }, levels: out, baseline: { relayRss: base.rss, relayHeap: base.heap, ceilingRss: ceilBase, metricsScrapeMs: base.scrapeMs }, pool: POOL, subsPerClient: SUBS },
   };
 }
