@@ -70,6 +70,8 @@ interface Window {
   cpuSec: number;
   coalesced: number;
   majorGcSec: number;
+  /** The relay's longest event-loop delay in the window (prom-client's histogram restarts at each scrape). */
+  loopLagMaxMs: number;
   rssStart: number;
   rssMax: number;
   samples: number[];
@@ -129,6 +131,7 @@ async function runWindow(
     cpuSec: cpu1 - cpu0,
     coalesced: d('xdstp_relay_coalesced_updates_total'),
     majorGcSec: d('nodejs_gc_duration_seconds_sum', { kind: 'major' }),
+    loopLagMaxMs: (metricValue(m1, 'nodejs_eventloop_lag_max_seconds') || 0) * 1000,
     rssStart,
     rssMax,
     samples: col.samples,
@@ -253,6 +256,7 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioResult> {
   // Whether a relay major GC lands in a window decides its p99 (the relay's GC threads share its one
   // core), so compare the median of per-window p99s, robust to that lottery; the pooled p99s are shown too.
   const windowP99 = (ws: Window[]): number => median(ws.map((w) => percentile(w.samples, 99)));
+  const loopLag = (ws: Window[]): string => ws.map((w) => fmt(w.loopLagMaxMs)).join(' / ');
   const normalP99 = windowP99(normal);
   const slowP99 = windowP99(slow);
   const p99Ratio = slowP99 / normalP99;
@@ -270,7 +274,7 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioResult> {
     ratio:
       `resp/CPU-s relay ÷ bare grpc-js ${fmtRatio(p1000.responsesPerCpuSec / ceilPerCpu)} (baseline ${fmt(ceilPerCpu)} resp/CPU-s, p99 ${fmt(ceilP99)} ms); ` +
       `healthy p99 stalled ÷ normal ${fmtRatio(p99Ratio)} (median of per-window p99s; pooled ${fmtRatio(pSlow.healthyP99Ms / p1000.healthyP99Ms)}; ` +
-      `relay major GC ${fmt(pSlow.majorGcSec * 1000)} vs ${fmt(p1000.majorGcSec * 1000)} ms)`,
+      `relay major GC ${fmt(pSlow.majorGcSec * 1000)} vs ${fmt(p1000.majorGcSec * 1000)} ms; relay event-loop delay max per window ${loopLag(slow)} vs ${loopLag(normal)} ms)`,
     targets: [
       {
         target: 'healthy p99 unchanged with 1% stalled',
