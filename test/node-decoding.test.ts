@@ -134,3 +134,15 @@ test('clients cycling through more builds than are kept still get their own node
     }
   }
 });
+
+test('a request of a stream that already has its node checks the node without keeping it', () => {
+  const sent = envoyNode('again', 'b5');
+  const request = (node: Record<string, unknown>): Buffer => discoveryRequestCodec.encode({ node, type_url: CLUSTER_TYPE, resource_names: ['c'], response_nonce: 'n1' });
+  assert.equal(decodeSotwRequest(request(sent), false).node, undefined);
+  assert.equal(decodeSotwRequest(request(sent), false).nonce, 'n1');
+  const badNode = Buffer.concat([nodeCodec.encode(sent), lenField(1, Buffer.from([0x63, 0xc3, 0x28]))]);
+  const bad = Buffer.concat([lenField(2, badNode), stringField(4, CLUSTER_TYPE)]);
+  assert.throws(() => decodeSotwRequest(bad, false), (err: unknown) => err instanceof RequestError && /node\.id.*UTF-8/.test(err.message));
+  const deltaBad = Buffer.concat([lenField(1, badNode), stringField(2, CLUSTER_TYPE)]);
+  assert.throws(() => decodeDeltaRequest(deltaBad, false), RequestError);
+});

@@ -82,6 +82,29 @@ test('sotw: node.id that is not valid UTF-8 ends the stream with INVALID_ARGUMEN
   });
 });
 
+test('sotw: a client repeating its node in every request is served, and one whose repeated node is not valid UTF-8 is refused', T, async () => {
+  await withRelay({}, async (env) => {
+    env.origin.setResource(LISTENER, WATCHED, 'payload-v1', 'v1');
+    const node = Buffer.concat([stringField(1, 'repeater'), lenField(9, stringField(1, 'envoy.filters.http.router'))]);
+    // DiscoveryRequest: version_info = 1, node = 2, resource_names = 3, type_url = 4, response_nonce = 5.
+    const request = (nodeBytes: Buffer, version = '', nonce = ''): Buffer =>
+      Buffer.concat([stringField(1, version), lenField(2, nodeBytes), stringField(3, WATCHED), stringField(4, LISTENER), stringField(5, nonce)]);
+    await withSotwClient(env.address, async (c) => {
+      c.sendRaw(request(node));
+      const first = await c.waitFor(() => c.responses[0], 'the first state of the world');
+      c.sendRaw(request(node, first.version_info, first.nonce));
+      env.origin.setResource(LISTENER, WATCHED, 'payload-v2', 'v2');
+      const second = await c.waitFor(() => c.responses[1], 'the update after an ACK repeating the node');
+      assert.equal(c.status, undefined, 'a repeated node is accepted');
+      const bad = Buffer.concat([node, lenField(9, lenField(1, NOT_UTF8))]);
+      c.sendRaw(request(bad, second.version_info, second.nonce));
+      const end = await c.waitForEnd();
+      assert.equal(end.code, grpc.status.INVALID_ARGUMENT, end.details);
+      assert.match(end.details, /node\.extensions\.name.*UTF-8/);
+    });
+  });
+});
+
 test('sotw: a metadata string in node that is not valid UTF-8 ends the stream with INVALID_ARGUMENT', T, async () => {
   await withRelay({}, async (env) => {
     await withSotwClient(env.address, async (bad) => {

@@ -11,7 +11,7 @@ export class DeltaStream extends AdsStream {
   readonly protocol: Protocol = 'delta';
 
   protected handle(bytes: Buffer): void {
-    const req = decodeDeltaRequest(bytes);
+    const req = decodeDeltaRequest(bytes, this.node === undefined);
     this.noteNode(req.node);
     if (!this.requireTypeUrl(req.typeUrl)) return;
     if (!this.withinLimits(req.subscribe.length + req.unsubscribe.length, req.subscribe.length)) return;

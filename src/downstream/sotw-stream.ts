@@ -14,7 +14,8 @@ export class SotwStream extends AdsStream {
   readonly protocol: Protocol = 'sotw';
 
   protected handle(bytes: Buffer): void {
-    const req = decodeSotwRequest(bytes);
+    // A client may repeat its node in every request: only the first is decoded, the others checked.
+    const req = decodeSotwRequest(bytes, this.node === undefined);
     this.noteNode(req.node);
     if (!this.requireTypeUrl(req.typeUrl)) return;
     const state = this.stateFor(req.typeUrl);

@@ -94,14 +94,19 @@ function checkValue(field: protobuf.Field, value: Uint8Array, where: string, dep
   else if (field.resolvedType instanceof protobuf.Type) checkStrings(field.resolvedType, value, where, depth + 1);
 }
 
-/** The node as decoded, strictly: every string checked, then decoded whole. */
-function decodeNodeFields(buf: Uint8Array): Node {
+/** Every string of a node (or of some of its fields) is UTF-8, and it nests no deeper than protobuf allows. */
+function checkNodeStrings(buf: Uint8Array): void {
   try {
     checkStrings((nodeType ??= transportType('envoy.config.core.v3.Node')), buf, 'node', 0);
   } catch (err) {
     if (err instanceof WireError) throw new RequestError(`node does not decode: ${err.message}`);
     throw err;
   }
+}
+
+/** The node as decoded, strictly: every string checked, then decoded whole. */
+function decodeNodeFields(buf: Uint8Array): Node {
+  checkNodeStrings(buf);
   let node: Node;
   try {
     node = nodeCodec.decode(buf);
@@ -125,6 +130,17 @@ function decodeNode(buf: Uint8Array): Node {
   if (node.user_agent_name !== undefined) node.user_agent_name = sharedText(node.user_agent_name);
   if (node.user_agent_version !== undefined) node.user_agent_version = sharedText(node.user_agent_version);
   return node;
+}
+
+/**
+ * Checks a node as decodeNode would, without keeping it: a stream keeps the
+ * first node it is sent, and a state-of-the-world client may repeat its node
+ * in every request (Envoy does unless told to send it once).
+ */
+function checkNode(buf: Uint8Array): void {
+  const split = splitBuildFields(buf);
+  checkNodeStrings(split ? split.rest : buf);
+  if (split) buildFieldsOf(split.build);
 }
 
 /**
@@ -189,8 +205,19 @@ let buildBytes = 0;
 const BUILDS_MAX = 64;
 const BUILDS_MAX_BYTES = 4 * 1024 * 1024;
 
+/** The build met last, by its bytes: most requests in a row come from one build, and comparing bytes is cheaper than hashing a key. */
+let lastBuild: { bytes: Buffer; fields: BuildFields } | undefined;
+
 function buildFieldsOf(bytes: Uint8Array): BuildFields {
-  const key = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('latin1');
+  const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length);
+  if (lastBuild && lastBuild.bytes.equals(view)) return lastBuild.fields;
+  const fields = buildFieldsByKey(view);
+  lastBuild = { bytes: Buffer.from(view), fields };
+  return fields;
+}
+
+function buildFieldsByKey(bytes: Buffer): BuildFields {
+  const key = bytes.toString('latin1');
   const known = builds.get(key);
   if (known) return known;
   const decoded = decodeNodeFields(bytes);
@@ -284,12 +311,17 @@ function stringValue(bytes: Uint8Array, f: WireField, field: string): string {
   return utf8(bytes, f.valueStart, f.valueEnd, field);
 }
 
-/** Reads `f` into `req` when it is one of the fields both requests carry (numbered as `at` says); false when it is not. */
-function readCommonField(req: RequestCommon, bytes: Uint8Array, f: WireField, at: CommonFieldNumbers): boolean {
+/**
+ * Reads `f` into `req` when it is one of the fields both requests carry
+ * (numbered as `at` says); false when it is not. A node is decoded only when
+ * `keepNode`, else checked alone.
+ */
+function readCommonField(req: RequestCommon, bytes: Uint8Array, f: WireField, at: CommonFieldNumbers, keepNode: boolean): boolean {
   switch (f.field) {
     case at.node:
       lenOnly(f.wireType, 'node');
-      req.node = decodeNode(bytes.subarray(f.valueStart, f.valueEnd));
+      if (keepNode) req.node = decodeNode(bytes.subarray(f.valueStart, f.valueEnd));
+      else checkNode(bytes.subarray(f.valueStart, f.valueEnd));
       return true;
     case at.typeUrl:
       lenOnly(f.wireType, 'type_url');
@@ -329,7 +361,8 @@ const NO_VERSIONS: Map<string, string> = new Map();
 
 const DELTA_COMMON: CommonFieldNumbers = { node: 1, typeUrl: 2, nonce: 6, errorDetail: 7 };
 
-export function decodeDeltaRequest(bytes: Uint8Array): DeltaRequest {
+/** `keepNode`: decode the request's node (false: only check it, as for a stream that has its node). */
+export function decodeDeltaRequest(bytes: Uint8Array, keepNode = true): DeltaRequest {
   const req: DeltaRequest = {
     node: undefined,
     typeUrl: '',
@@ -340,7 +373,7 @@ export function decodeDeltaRequest(bytes: Uint8Array): DeltaRequest {
     errorDetail: undefined,
   };
   scanRequest(bytes, 'DeltaDiscoveryRequest', (f) => {
-    if (readCommonField(req, bytes, f, DELTA_COMMON)) return;
+    if (readCommonField(req, bytes, f, DELTA_COMMON, keepNode)) return;
     switch (f.field) {
       case 3:
         if (req.subscribe === NO_NAMES) req.subscribe = [];
@@ -378,10 +411,11 @@ export interface SotwRequest extends RequestCommon {
 
 const SOTW_COMMON: CommonFieldNumbers = { node: 2, typeUrl: 4, nonce: 5, errorDetail: 6 };
 
-export function decodeSotwRequest(bytes: Uint8Array): SotwRequest {
+/** `keepNode`: decode the request's node (false: only check it, as for a stream that has its node). */
+export function decodeSotwRequest(bytes: Uint8Array, keepNode = true): SotwRequest {
   const req: SotwRequest = { versionInfo: '', node: undefined, names: [], typeUrl: '', nonce: '', errorDetail: undefined };
   scanRequest(bytes, 'DiscoveryRequest', (f) => {
-    if (readCommonField(req, bytes, f, SOTW_COMMON)) return;
+    if (readCommonField(req, bytes, f, SOTW_COMMON, keepNode)) return;
     if (f.field === 1) req.versionInfo = stringValue(bytes, f, 'version_info');
     else if (f.field === 3) req.names.push(stringValue(bytes, f, 'resource_names'));
   });
