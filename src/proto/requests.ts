@@ -94,14 +94,19 @@ function checkValue(field: protobuf.Field, value: Uint8Array, where: string, dep
   else if (field.resolvedType instanceof protobuf.Type) checkStrings(field.resolvedType, value, where, depth + 1);
 }
 
-/** Every string of a node (or of some of its fields) is UTF-8, and it nests no deeper than protobuf allows. */
-function checkNodeStrings(buf: Uint8Array): void {
+/** Runs `read` over a node's bytes; malformed wire is a RequestError that says so. */
+function readingNode<T>(read: () => T): T {
   try {
-    checkStrings((nodeType ??= transportType('envoy.config.core.v3.Node')), buf, 'node', 0);
+    return read();
   } catch (err) {
     if (err instanceof WireError) throw new RequestError(`node does not decode: ${err.message}`);
     throw err;
   }
+}
+
+/** Every string of a node (or of some of its fields) is UTF-8, and it nests no deeper than protobuf allows. */
+function checkNodeStrings(buf: Uint8Array): void {
+  readingNode(() => checkStrings((nodeType ??= transportType('envoy.config.core.v3.Node')), buf, 'node', 0));
 }
 
 /** The node as decoded, strictly: every string checked, then decoded whole. */
@@ -158,16 +163,13 @@ const BUILD_FIELDS: ReadonlySet<number> = new Set([8, 9, 10]);
 function splitBuildFields(buf: Uint8Array): { build: Uint8Array; rest: Uint8Array } | undefined {
   // The build fields' [start, end) ranges, adjacent ones merged (an Envoy sends them as one run).
   const ranges: number[] = [];
-  try {
+  readingNode(() =>
     scanFields(buf, (f) => {
       if (!BUILD_FIELDS.has(f.field)) return;
       if (ranges.length > 0 && ranges[ranges.length - 1] === f.start) ranges[ranges.length - 1] = f.end;
       else ranges.push(f.start, f.end);
-    });
-  } catch (err) {
-    if (err instanceof WireError) throw new RequestError(`node does not decode: ${err.message}`);
-    throw err;
-  }
+    }),
+  );
   if (ranges.length === 0) return undefined;
   const rest: number[] = [];
   let at = 0;
