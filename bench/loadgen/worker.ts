@@ -308,6 +308,15 @@ function finishWatch(g: Group, w: Watcher): void {
  * official build) and its client features.
  */
 function envoyBuild(extensions: number): object {
+  let build = envoyBuilds.get(extensions);
+  if (!build) envoyBuilds.set(extensions, (build = makeEnvoyBuild(extensions)));
+  return build;
+}
+
+/** Made once per size: every client of a group sends the same build. */
+const envoyBuilds = new Map<number, object>();
+
+function makeEnvoyBuild(extensions: number): object {
   const categories = ['envoy.filters.http', 'envoy.filters.network', 'envoy.filters.listener', 'envoy.transport_sockets.upstream', 'envoy.clusters', 'envoy.access_loggers', 'envoy.tracers', 'envoy.matching.action'];
   return {
     user_agent_build_version: {

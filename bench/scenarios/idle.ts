@@ -36,6 +36,14 @@ interface Level {
   metricsScrapeMs: number;
 }
 
+/** What a batch of added clients left: the server's RSS (and relay heap) after it, and their cost per client. */
+interface Batch {
+  rss: number;
+  heap: number;
+  perClientKB: number;
+  heapPerClientKB: number;
+}
+
 async function sampleRelay(relay: RelayProc, n = 4): Promise<{ rss: number; heap: number; scrapeMs: number }> {
   const rss: number[] = [];
   const heap: number[] = [];
@@ -110,12 +118,7 @@ export async function runIdle(ctx: BenchContext): Promise<ScenarioResult> {
   // What a node costs: as many more plain clients, then Envoy-like ones, each batch's RSS over the
   // one before; on the relay, then on bare grpc-js (which receives the same nodes and keeps none).
   const more = ctx.full ? 2_000 : 1_000;
-  interface Batch {
-    rss: number;
-    heap: number;
-    perClientKB: number;
-    heapPerClientKB: number;
-  }
+  let ceilHave = have;
   const ceilingAt = (): number => median([0, 1, 2].map(() => memStatus(ceil.pid).rss));
   const batch = async (server: 'relay' | 'ceiling', envoyExtensions: number, from: { rss: number; heap: number }): Promise<Batch> => {
     const group = `${server}-${envoyExtensions > 0 ? 'envoy' : 'plain'}-node`;
@@ -130,7 +133,6 @@ export async function runIdle(ctx: BenchContext): Promise<ScenarioResult> {
     const m = server === 'relay' ? await sampleRelay(relay) : { rss: ceilingAt(), heap: NaN };
     return { rss: m.rss, heap: m.heap, perClientKB: (m.rss - from.rss) / more / 1024, heapPerClientKB: (m.heap - from.heap) / more / 1024 };
   };
-  let ceilHave = have;
   const relayPlain = await batch('relay', 0, { rss: last.relayRss, heap: last.relayHeap });
   const relayEnvoy = await batch('relay', ENVOY_EXTENSIONS, relayPlain);
   const ceilPlain = await batch('ceiling', 0, { rss: last.ceilingRss, heap: NaN });
