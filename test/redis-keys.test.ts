@@ -1,7 +1,7 @@
 /** Key layout and connection-string parsing of the Redis store (no Redis needed). */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RedisKeyLayout, hashTag, isDirectMember, isGlobKey, membersEntry, parentGlobOf, parseEntry, recordEntry, tagOf, validatePrefix } from '../src/cache/redis-keys';
+import { RedisKeyLayout, hashTag, isDirectMember, isDirectMemberBytes, isGlobKey, membersEntry, parentGlobOf, parseEntry, recordEntry, tagOf, validatePrefix } from '../src/cache/redis-keys';
 import { SLOTS, crc16, slotOfTag, tagOfSlot } from '../src/cache/redis-slots';
 import { parseRedisSpec } from '../src/cache/redis-spec';
 
@@ -122,4 +122,26 @@ test('a direct member is recognised without building its parent glob, exactly as
     'legacy:T:n',
   ];
   for (const glob of globs) for (const key of keys) assert.equal(isDirectMember(key, glob), parentGlobOf(key) === glob, `${key} in ${glob}`);
+});
+
+test('a direct member given as its UTF-8 bytes (a member set read back) is decided as its string is', () => {
+  const globs = ['xdstp://a/T/svc/*?p=1&q=2', 'xdstp://a/T/*', 'xdstp://a/T/x/*?k=a/b', 'xdstp://a/T/ü/*?c=é', 'xdstp://a/*', 'legacy:T:*'];
+  const keys = [
+    'xdstp://a/T/svc/x?p=1&q=2',
+    'xdstp://a/T/svc/x',
+    'xdstp://a/T/svc/y/z?p=1&q=2',
+    'xdstp://a/T/svc/?p=1&q=2',
+    'xdstp://a/T/x',
+    'xdstp://a/T/x/y?k=a/b',
+    'xdstp://a/T/x/m?1?k=a/b',
+    'xdstp://a/T/ü/ñ?c=é',
+    'xdstp://a/T/ü/ñ?c=e',
+    'xdstp://a/T/u/n?c=é',
+    'legacy:T:n',
+  ];
+  // Alternating globs as well as runs of one: the byte forms of the last glob are kept between calls.
+  for (let round = 0; round < 2; round++)
+    for (const key of keys)
+      for (const glob of round === 0 ? globs : [...globs].reverse())
+        assert.equal(isDirectMemberBytes(Buffer.from(key, 'utf8'), glob), parentGlobOf(key) === glob, `${key} in ${glob}`);
 });

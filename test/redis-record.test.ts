@@ -52,6 +52,31 @@ test('records decoded with a string table share equal type URLs and globs, and d
   assert.equal(noGlob.glob, undefined);
 });
 
+test('records decoded one after another with a string table keep their own versions, equal or not to the one before', () => {
+  const strings = new StringTable();
+  const versions = ['v1', 'v1', 'v2', 'v10', 'v1', '', '', 'ü1', 'ü2', 'ü2', 'x'.repeat(300), 'x'.repeat(299) + 'y', 'v1'];
+  // Each record in a buffer of its own, and several in one buffer (as records of one reply are).
+  const shared = Buffer.concat(versions.map((v, i) => encodeRecord({ key: `k${i}`, typeUrl: 'T', version: v, resource: Buffer.from([i]) })));
+  let at = 0;
+  versions.forEach((v, i) => {
+    const own = encodeRecord({ key: `k${i}`, typeUrl: 'T', version: v, resource: Buffer.from([i]) });
+    assert.equal(decodeRecord(`k${i}`, own, strings)!.version, v);
+    const inShared = shared.subarray(at, at + own.length);
+    at += own.length;
+    assert.equal(decodeRecord(`k${i}`, inShared, strings)!.version, v);
+  });
+});
+
+test('a glob the caller expects decodes to itself, and a record naming another glob still decodes to its own', () => {
+  const strings = new StringTable();
+  const rec = (glob: string): Buffer => encodeRecord({ key: 'k', typeUrl: 'T', version: 'v', resource: Buffer.alloc(1), glob });
+  strings.expect('xdstp://a/T/p/*');
+  assert.equal(decodeRecord('k', rec('xdstp://a/T/p/*'), strings)!.glob, 'xdstp://a/T/p/*');
+  assert.equal(decodeRecord('k', rec('xdstp://a/T/q/*'), strings)!.glob, 'xdstp://a/T/q/*');
+  assert.equal(decodeRecord('k', rec('xdstp://a/T/p/?'), strings)!.glob, 'xdstp://a/T/p/?', 'same length, other bytes');
+  assert.equal(decodeRecord('k', rec('xdstp://a/T/p/*'), strings)!.glob, 'xdstp://a/T/p/*');
+});
+
 test('the absent marker is one byte 2: never a record, and no record is a marker', () => {
   assert.deepEqual(ABSENT_RECORD, Buffer.from([2]));
   assert.ok(isAbsentRecord(Buffer.from([2])));

@@ -98,8 +98,28 @@ export function isGlobKey(key: string): boolean {
   return parentGlobOf(key) === key;
 }
 
-/** The last glob isDirectMember was asked about, split: members come in runs of one glob. */
-let memberOf = { glob: '', head: '', query: '', valid: false };
+/** A glob split for isDirectMember: members come in runs of one glob, so the last one is kept. */
+interface GlobShape {
+  glob: string;
+  /** The glob's path without its `*`, and its query (from the `?`). */
+  head: string;
+  query: string;
+  /** The same as UTF-8 bytes, made when first asked for. */
+  bytes?: { head: Buffer; query: Buffer };
+  valid: boolean;
+}
+let memberOf: GlobShape | undefined;
+
+function shapeOf(glob: string): GlobShape {
+  if (memberOf?.glob !== glob) {
+    const q = glob.indexOf('?');
+    const pathEnd = q < 0 ? glob.length : q;
+    const head = glob.slice(0, pathEnd - 1);
+    const query = glob.slice(pathEnd);
+    memberOf = { glob, head, query, valid: isGlobKey(glob) };
+  }
+  return memberOf;
+}
 
 /**
  * True when `glob` is the parent glob of `key` (`parentGlobOf(key) === glob`),
@@ -107,12 +127,7 @@ let memberOf = { glob: '', head: '', query: '', valid: false };
  * then an id holding no `/` and no `?`, then the glob's query.
  */
 export function isDirectMember(key: string, glob: string): boolean {
-  if (memberOf.glob !== glob) {
-    const q = glob.indexOf('?');
-    const pathEnd = q < 0 ? glob.length : q;
-    memberOf = { glob, head: glob.slice(0, pathEnd - 1), query: glob.slice(pathEnd), valid: isGlobKey(glob) };
-  }
-  const { head, query, valid } = memberOf;
+  const { head, query, valid } = shapeOf(glob);
   const idEnd = key.length - query.length;
   if (valid && idEnd > head.length && key.startsWith(head) && key.endsWith(query)) {
     for (let i = head.length; i < idEnd; i++) {
@@ -122,6 +137,32 @@ export function isDirectMember(key: string, glob: string): boolean {
     return true;
   }
   return parentGlobOf(key) === glob;
+}
+
+/**
+ * isDirectMember of a key given as its UTF-8 bytes (a member set read as
+ * buffers), decided on the bytes in the usual case: a warm start checks every
+ * member it reads, and decoding each to compare it as a string cost more than
+ * the record's own decoding. Anything unusual is decided on the string.
+ */
+export function isDirectMemberBytes(key: Buffer, glob: string): boolean {
+  const shape = shapeOf(glob);
+  shape.bytes ??= { head: Buffer.from(shape.head, 'utf8'), query: Buffer.from(shape.query, 'utf8') };
+  const { head: headBytes, query: queryBytes } = shape.bytes;
+  const valid = shape.valid;
+  const idEnd = key.length - queryBytes.length;
+  if (valid && idEnd > headBytes.length && bytesAt(key, 0, headBytes) && bytesAt(key, idEnd, queryBytes)) {
+    // UTF-8 continuation bytes are ≥ 0x80, so a '/' or '?' byte is that character.
+    for (let i = headBytes.length; i < idEnd; i++) if (key[i] === 0x2f || key[i] === 0x3f) return isDirectMember(key.toString('utf8'), glob);
+    return true;
+  }
+  return isDirectMember(key.toString('utf8'), glob);
+}
+
+/** True when `b` holds `part` at `at`. */
+function bytesAt(b: Buffer, at: number, part: Buffer): boolean {
+  for (let i = part.length - 1; i >= 0; i--) if (b[at + i] !== part[i]) return false; // backwards: keys differ late
+  return true;
 }
 
 /** The string whose hash is the cluster hash tag of `key` (see the file comment). */
@@ -240,6 +281,8 @@ export function parseEntry(entry: string): { kind: 'm' | 'r'; tag: string; key: 
 /** Writes the Redis keys of the layout (`<prefix><kind>:{<tag>}:<key>`) straight into commands. */
 export class KeyWriter {
   private readonly prefix: Buffer;
+  /** `<prefix><kind>:{<tag>}:` of the last kind and tag written: keys come in runs of one tag (a glob's members). */
+  private head = { kind: '', tag: '', bytes: Buffer.alloc(0) };
 
   constructor(
     private readonly layout: RedisKeyLayout,
@@ -249,22 +292,39 @@ export class KeyWriter {
     this.prefix = Buffer.from(layout.prefix, 'utf8');
   }
 
-  write(cmd: RespCommand, kind: 'r' | 'm', key: string, tag: string, keyLen = Buffer.byteLength(key)): void {
+  /** `key`: the canonical key, or its UTF-8 bytes (copied as they are). */
+  write(cmd: RespCommand, kind: 'r' | 'm', key: string | Buffer, tag: string, keyLen = typeof key === 'string' ? Buffer.byteLength(key) : key.length): void {
     if (this.route && cmd.firstKey === undefined) {
-      cmd.firstKey = kind === 'r' ? this.layout.resource(key, tag) : this.layout.members(key, tag);
+      const k = typeof key === 'string' ? key : key.toString('utf8');
+      cmd.firstKey = kind === 'r' ? this.layout.resource(k, tag) : this.layout.members(k, tag);
     }
-    let at = cmd.beginArg(this.prefix.length + 5 + TAG_LENGTH + keyLen);
+    const head = this.headOf(kind, tag);
+    let at = cmd.beginArg(head.length + keyLen);
     const b = cmd.target;
-    b.set(this.prefix, at);
-    at += this.prefix.length;
-    b[at++] = kind.charCodeAt(0);
-    b[at++] = 0x3a; // ':'
-    b[at++] = 0x7b; // '{'
-    at = writeAscii(b, at, tag);
-    b[at++] = 0x7d; // '}'
-    b[at++] = 0x3a; // ':'
-    at += b.write(key, at, 'utf8');
+    b.set(head, at);
+    at += head.length;
+    if (typeof key === 'string') at += b.write(key, at, 'utf8');
+    else {
+      b.set(key, at);
+      at += key.length;
+    }
     cmd.endArg(at);
+  }
+
+  private headOf(kind: 'r' | 'm', tag: string): Buffer {
+    const h = this.head;
+    if (h.kind === kind && h.tag === tag) return h.bytes;
+    const bytes = Buffer.allocUnsafe(this.prefix.length + 5 + TAG_LENGTH);
+    this.prefix.copy(bytes, 0);
+    let at = this.prefix.length;
+    bytes[at++] = kind.charCodeAt(0);
+    bytes[at++] = 0x3a; // ':'
+    bytes[at++] = 0x7b; // '{'
+    at = writeAscii(bytes, at, tag);
+    bytes[at++] = 0x7d; // '}'
+    bytes[at++] = 0x3a; // ':'
+    this.head = { kind, tag, bytes: bytes.subarray(0, at) };
+    return this.head.bytes;
   }
 }
 

@@ -103,7 +103,39 @@ export class StringTable {
   private recent: { bytes: Buffer; s: string } | undefined;
   private older: { bytes: Buffer; s: string } | undefined;
 
+  /** Where the last `sameAsLast` string was read from (a record still held by the caller), and the string. */
+  private last: { b: Buffer; start: number; end: number; s: string } = { b: Buffer.alloc(0), start: 0, end: 0, s: '' };
+
   constructor(private readonly max = 4096) {}
+
+  /**
+   * Makes `s` the string returned for its bytes from now on (until they
+   * leave the table): a caller comparing what it gets with `s` then compares
+   * one string with itself.
+   */
+  expect(s: string): void {
+    this.older = this.recent;
+    this.recent = { bytes: Buffer.from(s, 'utf8'), s };
+  }
+
+  /**
+   * The UTF-8 string of b[start, end), the previous call's string when the
+   * bytes are the same: versions repeat from record to record when a control
+   * plane versions everything at once, and are unique when it doesn't, so
+   * only the last is remembered (where it was read, not a copy).
+   */
+  sameAsLast(b: Buffer, start: number, end: number): string {
+    const l = this.last;
+    const len = end - start;
+    if (l.end - l.start === len) {
+      let i = len - 1;
+      while (i >= 0 && l.b[l.start + i] === b[start + i]) i--;
+      if (i < 0) return l.s;
+    }
+    const s = b.toString('utf8', start, end);
+    this.last = { b, start, end, s };
+    return s;
+  }
 
   /** The UTF-8 string of b[start, end). */
   get(b: Buffer, start: number, end: number): string {
@@ -158,7 +190,7 @@ export function decodeRecord(key: string, b: Buffer, strings?: StringTable): Sto
   const g = tEnd + 4;
   const gEnd = g + b.readUInt32BE(tEnd);
   if (gEnd + 8 > b.length) return undefined;
-  const version = b.toString('utf8', v, vEnd);
+  const version = strings ? strings.sameAsLast(b, v, vEnd) : b.toString('utf8', v, vEnd);
   const typeUrl = strings ? strings.get(b, t, tEnd) : b.toString('utf8', t, tEnd);
   const expiresAt = b.readDoubleBE(gEnd);
   const out: StoredResource = { key, typeUrl, version, resource: b.subarray(gEnd + 8) };

@@ -7,7 +7,7 @@
 import type Redis from 'ioredis';
 import type { Cluster } from 'ioredis';
 import type { StoredResource } from './types';
-import { KeyWriter, isDirectMember, parseEntry, recordEntry, tagOf, type RedisKeyLayout } from './redis-keys';
+import { KeyWriter, isDirectMemberBytes, parseEntry, recordEntry, tagOf, type RedisKeyLayout } from './redis-keys';
 import { BufferPool, RespCommand } from './resp';
 import { StringTable } from './redis-record';
 import { FAILED, type RedisConnection } from './redis-connection';
@@ -23,7 +23,8 @@ import { IndexBuilder, dropVanished, readIndexHead, readShards, slotsByNode } fr
  * its record is gone ('' = not dropped).
  */
 interface WarmPage {
-  names: string[];
+  /** Canonical keys: strings, or UTF-8 bytes as a member set was read (made a string once its record is loaded). */
+  names: Array<string | Buffer>;
   tags: string[];
   from?: string[];
   sets?: string[];
@@ -154,6 +155,7 @@ async function* decoded(
     }
   })();
   const strings = new StringTable();
+  let expected: string | undefined;
   try {
     for (;;) {
       const f = queue.shift();
@@ -174,14 +176,19 @@ async function* decoded(
           if (set) {
             const gone = vanished.get(set) ?? { members: [], checks: [] };
             vanished.set(set, gone);
-            const name = f.names[i]!;
+            const name = nameOf(f.names[i]!);
             const tag = f.tags[i]!;
             gone.members.push(f.from![i] === '' ? recordEntry(name, tag) : name);
             gone.checks.push(src.keys.resource(name, tag));
           }
           continue;
         }
-        const r = src.decode(f.names[i]!, v, strings);
+        const from = f.from?.[i];
+        if (from && from !== expected) {
+          strings.expect(from); // the record's glob field then decodes to this very string, compared below by identity
+          expected = from;
+        }
+        const r = src.decode(nameOf(f.names[i]!), v, strings);
         if (!r) continue;
         if (f.from !== undefined && (r.glob ?? '') !== f.from[i]) continue;
         batch.push(r);
@@ -212,7 +219,7 @@ class PageBuilder {
     return { names: [], tags: [], from: [], sets: [] };
   }
 
-  add(name: string, tag: string, from: string, set: string): number {
+  add(name: string | Buffer, tag: string, from: string, set: string): number {
     const p = this.page;
     p.names.push(name);
     p.tags.push(tag);
@@ -253,7 +260,7 @@ async function listIndexed(src: WarmSource, lister: Redis | Cluster, slots: numb
   const readMembers = (part: typeof globs): Promise<unknown[] | typeof FAILED> => {
     if (part.length === 0) return Promise.resolve([]);
     const p = lister.pipeline();
-    for (const g of part) p.smembers(keys.keyOfEntry(g.entry));
+    for (const g of part) p.smembersBuffer(keys.keyOfEntry(g.entry)); // bytes: checked and written into MGETs as they are
     return conn.exec('warmLoad', p, src.timeoutMs);
   };
   let next = readMembers(globs.slice(0, GLOBS_PER_READ));
@@ -269,12 +276,12 @@ async function listIndexed(src: WarmSource, lister: Redis | Cluster, slots: numb
       const setKey = keys.keyOfEntry(g.entry);
       // An empty member set no longer exists: its entry goes (unless a member came back meanwhile).
       if (members.length === 0) dropVanished(conn, 'warmLoad', g.shard, [g.entry], [setKey], src.timeoutMs);
-      for (const m of members as string[]) {
+      for (const m of members as Buffer[]) {
         // Members normally share their glob's tag. One stored under another parent is read but never dropped
         // from here; in a cluster it is left to be read on demand (its slot may be on another node).
-        const own = isDirectMember(m, g.key);
+        const own = isDirectMemberBytes(m, g.key);
         if (!own && conn.isCluster) continue;
-        if (pages.add(m, own ? g.tag : tagOf(m), g.key, own ? setKey : '') >= count && !(await flush())) return true;
+        if (pages.add(m, own ? g.tag : tagOf(m.toString('utf8')), g.key, own ? setKey : '') >= count && !(await flush())) return true;
       }
     }
   }
@@ -364,7 +371,7 @@ class RecordFetcher {
   }
 
   /** One MGET of the records at `idx`. */
-  private async mget(idx: number[], names: string[], tags: string[]): Promise<Array<Buffer | null> | typeof FAILED> {
+  private async mget(idx: number[], names: Array<string | Buffer>, tags: string[]): Promise<Array<Buffer | null> | typeof FAILED> {
     const { conn } = this.src;
     const cmd = new RespCommand('mget', this.pool, idx.length * (this.src.keys.prefix.length + 32 + (names[idx[0]!]?.length ?? 0) * 2));
     for (const i of idx) this.keyWriter.write(cmd, 'r', names[i]!, tags[i]!);
@@ -374,6 +381,11 @@ class RecordFetcher {
     if (values !== FAILED) cmd.release(); // else the bytes may still be queued on the socket: left to the GC
     return values;
   }
+}
+
+/** A page's key as a string. */
+function nameOf(name: string | Buffer): string {
+  return typeof name === 'string' ? name : name.toString('utf8');
 }
 
 function warmAborted(src: WarmSource, total: number): void {
