@@ -13,12 +13,14 @@
  *  - `RedisStore.write` of N resources of 1 KB, one `write()` per upstream
  *    response of 1,000 without awaiting it, as the engine does, until every one
  *    has resolved (reached Redis);
- *  - `RedisStore.warmLoad` of them back (through the index);
+ *  - `RedisStore.warmLoad` of them back (through the index), the median of
+ *    three loads;
  *  - a relay (`--redis`, origin down) started against them: time from spawn
  *    until a client, connecting once `/readyz` says ready (what a balancer
  *    does), holds a glob of 1,000; and until all N are in its memory;
  *  - FOREIGN keys of another application added (small values, `DEBUG
- *    POPULATE`), and `warmLoad` timed just before and with them: the index keeps it to the
+ *    POPULATE`), and `warmLoad` timed just before and with them (three loads
+ *    each, their medians): the index keeps it to the
  *    relay's own data. Then, for context, the same load of a Redis without
  *    the index (its completion mark deleted): the one-time SCAN an upgraded
  *    relay does, over the foreign keys too.
@@ -43,6 +45,8 @@ const WRITE_TARGET = 0.8;
 const WARM_TARGET = 0.6;
 const FOREIGN_TARGET = 1.2;
 const FIRST_CLIENT_TARGET = 1.5;
+/** Warm loads timed per measurement (their median). */
+const LOADS = 3;
 
 function which(cmd: string): boolean {
   return spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
@@ -54,12 +58,23 @@ function resourceAt(i: number, payload: Buffer, version = 'v1'): StoredResource 
   return { key, typeUrl: TYPE_URL, version, resource: encodeResource(key, version, payload), glob: urn(`warm/g${g}/*`) };
 }
 
-/** The push as upstream responses of BATCH resources each. */
+/**
+ * The push as upstream responses of BATCH resources each, as the engine hands
+ * them to the store: each key and glob already looked up in its maps (which
+ * leaves V8's strings flat and their hashes computed), so the store's own work
+ * is what is timed, not that of strings built here by concatenation.
+ */
 function pushOf(total: number, payload: Buffer, version: string): StoredResource[][] {
   const batches: StoredResource[][] = [];
+  const engineMaps = new Map<string, true>();
   for (let i = 0; i < total; i += BATCH) {
     const put: StoredResource[] = [];
-    for (let j = i; j < Math.min(total, i + BATCH); j++) put.push(resourceAt(j, payload, version));
+    for (let j = i; j < Math.min(total, i + BATCH); j++) {
+      const r = resourceAt(j, payload, version);
+      engineMaps.set(r.key, true);
+      engineMaps.set(r.glob!, true);
+      put.push(r);
+    }
     batches.push(put);
   }
   return batches;
@@ -165,6 +180,8 @@ interface Round {
   warmForeignSecs: number;
   scanForeignSecs: number;
   bareMs: number;
+  /** This process's CPU µs per resource (user + system) in store.write of new records and in the timed warmLoad: the client side of each. */
+  clientUs: { write: number; warm: number };
   /** redis-server CPU µs per operation / resource: redis-benchmark SET and GET (one key; over TOTAL keys), store.write new and update, warmLoad (without and with the foreign keys). */
   serverUs: { set: number; get: number; setSpread: number; getSpread: number; write: number; update: number; warm: number; warmBeforeForeign: number; warmForeign: number };
   relay?: { readyMs: number; firstClientMs: number; served: boolean; loadedMs: number; cached: number; rss: number };
@@ -236,9 +253,11 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
     let batches = pushOf(TOTAL, payload, 'v1');
     const commandsBefore = commandsExecuted(port);
     serverUs(1);
+    const c0 = process.cpuUsage();
     const t0 = process.hrtime.bigint();
     await Promise.all(batches.map((put) => store.write({ put, remove: [], absent: [] })));
     const writeSecs = Number(process.hrtime.bigint() - t0) / 1e9;
+    const writeCpu = process.cpuUsage(c0);
     const writeUs = serverUs(TOTAL);
     const commandsPerResource = (commandsExecuted(port) - commandsBefore - 2) / TOTAL; // -2: the INFOs themselves
     batches = pushOf(TOTAL, payload, 'v2');
@@ -253,14 +272,26 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
     if (stored !== TOTAL) throw new Error(`store.write left ${stored} of ${TOTAL} records in Redis`);
     redisRss = memStatus(server.pid ?? -1).rss;
 
-    // Warm load back through the store.
+    // Warm load back through the store: the median of LOADS loads (one load swings by a third with the
+    // garbage collector's state, left by the write phase in this same process).
+    const timedLoads = async (times: number): Promise<{ secs: number; cpuUs: number }> => {
+      const runs: Array<{ secs: number; cpuUs: number }> = [];
+      for (let k = 0; k < times; k++) {
+        const c = process.cpuUsage();
+        const t = process.hrtime.bigint();
+        let loaded = 0;
+        for await (const page of reader.warmLoad({ waitMs: 5000 })) loaded += page.length;
+        const secs = Number(process.hrtime.bigint() - t) / 1e9;
+        const cpu = process.cpuUsage(c);
+        if (loaded !== TOTAL) throw new Error(`warmLoad read ${loaded} of ${TOTAL}`);
+        runs.push({ secs, cpuUs: (cpu.user + cpu.system) / TOTAL });
+      }
+      return { secs: median(runs.map((x) => x.secs)), cpuUs: median(runs.map((x) => x.cpuUs)) };
+    };
     serverUs(1);
-    const t1 = process.hrtime.bigint();
-    let loaded = 0;
-    for await (const page of reader.warmLoad({ waitMs: 5000 })) loaded += page.length;
-    const warmSecs = Number(process.hrtime.bigint() - t1) / 1e9;
-    const warmUs = serverUs(TOTAL);
-    if (loaded !== TOTAL) throw new Error(`warmLoad read ${loaded} of ${TOTAL}`);
+    const warm = await timedLoads(LOADS);
+    const warmSecs = warm.secs;
+    const warmUs = serverUs(LOADS * TOTAL);
 
     const bare = await barePass(port, pattern);
     if (bare.keys !== TOTAL) throw new Error(`redis-cli --scan listed ${bare.keys} of ${TOTAL}`);
@@ -274,12 +305,13 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
       writeSecs,
       updateRate: TOTAL / updateSecs,
       commandsPerResource,
-      warmRate: loaded / warmSecs,
+      warmRate: TOTAL / warmSecs,
       warmSecs,
       warmBeforeForeignSecs: NaN,
       warmForeignSecs: NaN,
       scanForeignSecs: NaN,
       bareMs: bare.ms,
+      clientUs: { write: (writeCpu.user + writeCpu.system) / TOTAL, warm: warm.cpuUs },
       serverUs: { set: setUs, get: getUs, setSpread: setSpreadUs, getSpread: getSpreadUs, write: writeUs, update: updateUs, warm: warmUs, warmBeforeForeign: NaN, warmForeign: NaN },
     };
 
@@ -312,33 +344,26 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
     }
 
     // Another application's keys beside the relay's: the warm start should not notice them.
-    const timedLoad = async (): Promise<number> => {
-      const t = process.hrtime.bigint();
-      let n = 0;
-      for await (const page of reader.warmLoad({ waitMs: 5000 })) n += page.length;
-      if (n !== TOTAL) throw new Error(`warmLoad read ${n} of ${TOTAL}`);
-      return Number(process.hrtime.bigint() - t) / 1e9;
-    };
     serverUs(1);
-    r.warmBeforeForeignSecs = await timedLoad();
-    r.serverUs.warmBeforeForeign = serverUs(TOTAL);
+    r.warmBeforeForeignSecs = (await timedLoads(LOADS)).secs;
+    r.serverUs.warmBeforeForeign = serverUs(LOADS * TOTAL);
     const before = Number(cli(port, 'dbsize'));
     cli(port, 'debug', 'populate', String(FOREIGN), 'foreign', '16');
     const foreign = Number(cli(port, 'dbsize')) - before;
     if (foreign !== FOREIGN) throw new Error(`DEBUG POPULATE added ${foreign} of ${FOREIGN} foreign keys`);
     serverUs(1);
-    r.warmForeignSecs = await timedLoad();
-    r.serverUs.warmForeign = serverUs(TOTAL);
+    r.warmForeignSecs = (await timedLoads(LOADS)).secs;
+    r.serverUs.warmForeign = serverUs(LOADS * TOTAL);
     // For context: an upgraded relay's one-time scan of a Redis without the index (it indexes it again).
     cli(port, 'del', `${prefix}i:complete`);
-    r.scanForeignSecs = await timedLoad();
+    r.scanForeignSecs = (await timedLoads(1)).secs;
 
     rounds.push(r);
     ctx.log(
       `  round ${round + 1}/${ROUNDS}: SET ${fmt(setPerSec)}/s, GET ${fmt(getPerSec)}/s (over ${n} keys: ${fmt(setSpreadPerSec)}/s, ${fmt(getSpreadPerSec)}/s); store.write ${fmt(r.writeRate)}/s new, ${fmt(r.updateRate)}/s updates ` +
         `(${fmt(commandsPerResource, 3)} commands/resource); warmLoad ${fmt(r.warmRate)}/s; ` +
         `beside ${fmt(FOREIGN)} foreign keys: warmLoad ${fmt(r.warmForeignSecs * 1000)} ms (${fmt(r.warmBeforeForeignSecs * 1000)} ms just before they were added), unindexed scan ${fmt(r.scanForeignSecs * 1000)} ms; ` +
-        `redis-server CPU µs: SET ${fmt(setUs, 2)}, GET ${fmt(getUs, 2)} (over ${n} keys ${fmt(setSpreadUs, 2)}, ${fmt(getSpreadUs, 2)}), write ${fmt(writeUs, 2)}, update ${fmt(updateUs, 2)}, warm ${fmt(warmUs, 2)} (${fmt(r.serverUs.warmBeforeForeign, 2)} just before the foreign keys, ${fmt(r.serverUs.warmForeign, 2)} beside them); bare scan+MGET ${fmt(bare.ms)} ms` +
+        `this process's CPU µs: write ${fmt(r.clientUs.write, 2)}, warm ${fmt(r.clientUs.warm, 2)}; redis-server CPU µs: SET ${fmt(setUs, 2)}, GET ${fmt(getUs, 2)} (over ${n} keys ${fmt(setSpreadUs, 2)}, ${fmt(getSpreadUs, 2)}), write ${fmt(writeUs, 2)}, update ${fmt(updateUs, 2)}, warm ${fmt(warmUs, 2)} (${fmt(r.serverUs.warmBeforeForeign, 2)} just before the foreign keys, ${fmt(r.serverUs.warmForeign, 2)} beside them); bare scan+MGET ${fmt(bare.ms)} ms` +
         (r.relay ? `; relay ready ${r.relay.readyMs} ms, first client ${r.relay.firstClientMs} ms (${r.relay.served ? 'served' : 'NOT served'}), all ${fmt(r.relay.cached)} in memory ${r.relay.loadedMs} ms` : ''),
     );
   }
@@ -377,6 +402,7 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
       `store.write ${fmt(med((r) => r.writeRate))} resources/s into an empty Redis (${fmt(med((r) => r.writeSecs), 2)} s for ${n}, ${fmt(med((r) => r.commandsPerResource), 3)} Redis commands per resource), ${fmt(med((r) => r.updateRate))} resources/s for an update of all ${n}; ` +
       `warmLoad ${fmt(med((r) => r.warmRate))} resources/s (${fmt(med((r) => r.warmSecs), 2)} s); ` +
       `beside ${fmt(FOREIGN)} foreign keys warmLoad ${fmt(med((r) => r.warmForeignSecs), 2)} s (${fmt(med((r) => r.warmBeforeForeignSecs), 2)} s just before they were added; the one-time scan of an unindexed Redis ${fmt(med((r) => r.scanForeignSecs), 2)} s); ` +
+      `this process's CPU per resource: store.write ${fmt(med((r) => r.clientUs.write), 2)} µs new, warmLoad ${fmt(med((r) => r.clientUs.warm), 2)} µs; ` +
       `redis-server CPU per resource: write ${fmt(med((r) => r.serverUs.write), 2)} µs new / ${fmt(med((r) => r.serverUs.update), 2)} µs update, warmLoad ${fmt(med((r) => r.serverUs.warm), 2)} µs (${fmt(med((r) => r.serverUs.warmBeforeForeign), 2)} µs just before the foreign keys, ${fmt(med((r) => r.serverUs.warmForeign), 2)} µs beside them) ` +
       `(redis-benchmark -r ${n}: ${fmt(med((r) => r.serverUs.setSpread), 2)} µs per SET, ${fmt(med((r) => r.serverUs.getSpread), 2)} µs per GET; one key: ${fmt(med((r) => r.serverUs.set), 2)}, ${fmt(med((r) => r.serverUs.get), 2)}); ` +
       `bare redis-cli --scan (COUNT ${scanCountFlag() ? 1000 : 10}) + MGET ${fmt(med((r) => r.bareMs))} ms; ` +
