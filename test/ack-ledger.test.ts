@@ -27,6 +27,7 @@ function send(ledger: AckLedger, nonce: string, adds: Array<[string, string]>, r
     typeUrl: TYPE,
     nonce,
     bytes: Buffer.alloc(0),
+    framed: Buffer.alloc(5),
     adds: adds.map(([name, version]) => makeVariant(name, name, version, Buffer.alloc(0))),
     removes,
   };

@@ -1,7 +1,7 @@
 /**
  * What the relay reads and writes beneath a grpc-js server call
- * (src/downstream/grpc-call-internals.ts, framed-writes.ts, goaway.ts):
- * responses framed once with gRPC's prefix, written to the HTTP/2 stream
+ * (src/downstream/grpc-call-internals.ts, src/proto/message-frame.ts, goaway.ts):
+ * responses encoded with gRPC's prefix in front of them, written to the HTTP/2 stream
  * under the call and read by a real grpc-js client between the call's own
  * headers and status; the call's HTTP/2 session for the per-connection
  * GOAWAY. If a grpc-js upgrade hides these, the relay falls back (the call's
@@ -10,10 +10,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
-import { framed } from '../src/downstream/framed-writes';
 import { sessionOf } from '../src/downstream/goaway';
 import { http2StreamOf } from '../src/downstream/grpc-call-internals';
 import { DeltaAdsClient, deltaAdsServiceDefinition, openDeltaStream } from '../src/proto/ads-service';
+import { encodeDeltaResponse } from '../src/proto/delta-response';
+import { allocPrefixed, withPrefix } from '../src/proto/message-frame';
+import { encodeSotwResponse } from '../src/proto/sotw-response';
 
 type ServerCall = grpc.ServerDuplexStream<Buffer, Buffer>;
 
@@ -43,14 +45,26 @@ async function oneCall(handle: (call: ServerCall) => void): Promise<{ received: 
   }
 }
 
-test('a message gets the gRPC prefix (uncompressed, big-endian length) once: the same framed bytes for every stream', () => {
-  const message = Buffer.from('a shared response');
-  const bytes = framed(message);
-  assert.equal(bytes[0], 0);
-  assert.equal(bytes.readUInt32BE(1), message.length);
-  assert.deepEqual(bytes.subarray(5), message);
-  assert.equal(framed(message), bytes, 'made once per message');
-  assert.notEqual(framed(Buffer.from('a shared response')), bytes, 'per message object, not per content');
+/** A message allocated with its gRPC prefix, as the relay's encoders allocate responses. */
+function prefixed(text: string): Buffer {
+  const m = allocPrefixed(Buffer.byteLength(text));
+  m.write(text);
+  return m;
+}
+
+test('an encoded response carries its gRPC prefix (uncompressed, big-endian length) in front of it: framing it copies nothing', () => {
+  for (const message of [
+    encodeDeltaResponse('type.googleapis.com/T', [Buffer.from('resource')], ['gone'], '7'),
+    encodeSotwResponse('type.googleapis.com/T', '3', [Buffer.from('payload')], '3', []),
+    encodeDeltaResponse('type.googleapis.com/T', [Buffer.alloc(64 * 1024, 1)], [], '8'), // beyond the shared pool's size
+  ]) {
+    const bytes = withPrefix(message);
+    assert.equal(bytes[0], 0);
+    assert.equal(bytes.readUInt32BE(1), message.length);
+    assert.deepEqual(bytes.subarray(5), message);
+    assert.equal(bytes.buffer, message.buffer, 'the same allocation');
+  }
+  assert.throws(() => withPrefix(Buffer.alloc(16)), /gRPC prefix/, 'a buffer of its own has nothing in front of it');
 });
 
 test('a grpc-js client reads framed messages written under the call, then the status the call sends', async () => {
@@ -60,8 +74,8 @@ test('a grpc-js client reads framed messages written under the call, then the st
     found = h2 !== undefined;
     call.once('data', () => {
       call.sendMetadata(new grpc.Metadata());
-      h2?.write(framed(Buffer.from('first')));
-      h2?.write(framed(Buffer.from('second')));
+      h2?.write(withPrefix(prefixed('first')));
+      h2?.write(withPrefix(prefixed('second')));
       call.end();
     });
   });

@@ -11,7 +11,6 @@ import { RequestError, type ErrorDetail } from '../proto/requests';
 import { TTL_CLIENT_FEATURE } from '../proto/xds-names';
 import type { StreamLimits } from '../security/limits';
 import { TokenBucket } from '../security/token-bucket';
-import { framed } from './framed-writes';
 import { unfinishedBytes } from './framing';
 import { http2StreamOf } from './grpc-call-internals';
 import { sendGoaway } from './goaway';
@@ -105,7 +104,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
   /** This stream is in the scheduler's queue. */
   private queued = false;
   private paused = false;
-  /** The HTTP/2 stream under the call, written to directly (framed-writes.ts); undefined: through the call. */
+  /** The HTTP/2 stream under the call, written the framed responses directly (proto/message-frame.ts); undefined: through the call. */
   private readonly h2: http2.ServerHttp2Stream | undefined;
 
   constructor(
@@ -235,7 +234,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
     if (first) this.call.sendMetadata(NO_METADATA);
     // Ended or reset: the call is over, and its close is on its way.
     if (!h2.writable) return;
-    if (!h2.write(framed(response.bytes)) && !this.blocked) {
+    if (!h2.write(response.framed) && !this.blocked) {
       this.blocked = true;
       h2.once('drain', () => this.onDrain());
     }

@@ -14,7 +14,10 @@ export const TOLD_ABSENT = '\u0000absent';
 export interface OutgoingResponse {
   readonly typeUrl: string;
   readonly nonce: string;
+  /** The encoded response. */
   readonly bytes: Buffer;
+  /** The same with its gRPC message prefix, in the same allocation (proto/message-frame.ts): what goes on the wire. */
+  readonly framed: Buffer;
   readonly adds: readonly Variant[];
   readonly removes: readonly string[];
 }

@@ -4,6 +4,7 @@ import type { RelayMetrics } from '../metrics';
 import { encodeDeltaResponse } from '../proto/delta-response';
 import { encodeResourceError, type ResourceErrorInfo } from '../proto/resource-error';
 import { encodeSotwResponse } from '../proto/sotw-response';
+import { withPrefix } from '../proto/message-frame';
 import type { OutgoingResponse, Pending } from './outgoing';
 import type { ResponseBuilder, SubscriptionState } from './subscription-state';
 
@@ -87,7 +88,7 @@ function encodeRuns(
     const removed = last ? removes : NO_NAMES;
     const bytes = encode(adds, nonce, removed, last ? encodedErrors : NO_ERRORS);
     metrics.responsesEncoded.inc();
-    return { typeUrl, nonce, bytes, adds, removes: removed };
+    return { typeUrl, nonce, bytes, framed: withPrefix(bytes), adds, removes: removed };
   });
 }
 

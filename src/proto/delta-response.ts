@@ -1,4 +1,5 @@
 import { putRepeatedBytes, putString, repeatedBytesSize } from './field-writers';
+import { allocPrefixed } from './message-frame';
 import { WIRE_LEN, WIRE_VARINT, WireError, decodeUtf8Strict, lenFieldSize, scanFields } from './wire';
 
 /** Field numbers of envoy.service.discovery.v3.DeltaDiscoveryResponse. */
@@ -159,7 +160,7 @@ export function encodeDeltaResponse(
   size += repeatedBytesSize(RESOURCES, resources) + repeatedBytesSize(RESOURCE_ERRORS, errors);
   const removedLens = removed.map((n) => Buffer.byteLength(n, 'utf8'));
   for (const len of removedLens) size += lenFieldSize(REMOVED_RESOURCES, len);
-  const out = Buffer.allocUnsafe(size);
+  const out = allocPrefixed(size) // framed for the wire without a copy (message-frame.ts);
   let pos = putRepeatedBytes(out, 0, RESOURCES, resources);
   pos = putString(out, pos, TYPE_URL, typeUrl, typeLen);
   pos = putString(out, pos, NONCE, nonce, nonceLen);
