@@ -281,8 +281,13 @@ export function parseEntry(entry: string): { kind: 'm' | 'r'; tag: string; key: 
 /** Writes the Redis keys of the layout (`<prefix><kind>:{<tag>}:<key>`) straight into commands. */
 export class KeyWriter {
   private readonly prefix: Buffer;
-  /** `<prefix><kind>:{<tag>}:` of the last kind and tag written: keys come in runs of one tag (a glob's members). */
-  private head = { kind: '', tag: '', bytes: Buffer.alloc(0) };
+  /**
+   * `<prefix><kind>:{<tag>}:`, rewritten in place when the kind or the tag
+   * changes: keys come in runs of one tag (a glob's members).
+   */
+  private readonly head: Buffer;
+  private headKind = '';
+  private headTag = '';
 
   constructor(
     private readonly layout: RedisKeyLayout,
@@ -290,6 +295,8 @@ export class KeyWriter {
     private readonly route: boolean,
   ) {
     this.prefix = Buffer.from(layout.prefix, 'utf8');
+    this.head = Buffer.allocUnsafeSlow(this.prefix.length + 5 + TAG_LENGTH);
+    this.prefix.copy(this.head, 0);
   }
 
   /** `key`: the canonical key, or its UTF-8 bytes (copied as they are). */
@@ -312,19 +319,19 @@ export class KeyWriter {
   }
 
   private headOf(kind: 'r' | 'm', tag: string): Buffer {
-    const h = this.head;
-    if (h.kind === kind && h.tag === tag) return h.bytes;
-    const bytes = Buffer.allocUnsafe(this.prefix.length + 5 + TAG_LENGTH);
-    this.prefix.copy(bytes, 0);
+    const b = this.head;
+    if (kind === this.headKind && tag === this.headTag) return b;
     let at = this.prefix.length;
-    bytes[at++] = kind.charCodeAt(0);
-    bytes[at++] = 0x3a; // ':'
-    bytes[at++] = 0x7b; // '{'
-    at = writeAscii(bytes, at, tag);
-    bytes[at++] = 0x7d; // '}'
-    bytes[at++] = 0x3a; // ':'
-    this.head = { kind, tag, bytes: bytes.subarray(0, at) };
-    return this.head.bytes;
+    b[at++] = kind.charCodeAt(0);
+    b[at++] = 0x3a; // ':'
+    b[at++] = 0x7b; // '{'
+    at = writeAscii(b, at, tag);
+    b[at++] = 0x7d; // '}'
+    b[at++] = 0x3a; // ':'
+    if (at !== b.length) throw new Error(`hash tag of ${tag.length} characters, not ${TAG_LENGTH}`);
+    this.headKind = kind;
+    this.headTag = tag;
+    return b;
   }
 }
 
