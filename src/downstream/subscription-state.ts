@@ -423,17 +423,27 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     }
   }
 
-  /** The singleton's content, under each spelling the client used. */
+  /**
+   * The singleton's content, under each spelling the client used. (No
+   * closure per call here or in memberChanged: they run for every change and
+   * every client it reaches.)
+   */
   private singletonChanged(spellings: Spellings, entry: CacheEntry, keepHeld: boolean, fan: FanOut): boolean {
+    if (typeof spellings === 'string') return this.singletonChangedAs(spellings, entry, keepHeld, fan);
     let kept = true;
-    forEachSpelling(spellings, (s) => {
-      if (keepHeld && this.holdsOther(s, entry.version)) {
-        kept = false;
-        this.ledger.keptBehind(s);
-        this.stream.statusChanged?.(this);
-      } else this.outbox.offer(s, entry.variant(s, this.stream.supportsTtl), fan);
-    });
+    for (const s of spellings) if (!this.singletonChangedAs(s, entry, keepHeld, fan)) kept = false;
     return kept;
+  }
+
+  /** singletonChanged under one spelling; false when the client keeps another version. */
+  private singletonChangedAs(s: string, entry: CacheEntry, keepHeld: boolean, fan: FanOut): boolean {
+    if (keepHeld && this.holdsOther(s, entry.version)) {
+      this.ledger.keptBehind(s);
+      this.stream.statusChanged?.(this);
+      return false;
+    }
+    this.outbox.offer(s, entry.variant(s, this.stream.supportsTtl), fan);
+    return true;
   }
 
   /** A member of a collection, under its canonical name. */
@@ -444,13 +454,16 @@ export class SubscriptionState implements Watcher, FanOutTarget {
       return false;
     }
     // The collection is no longer empty.
-    forEachSpelling(spellings, (s) => {
-      if (this.held.get(s) === TOLD_ABSENT) this.held.delete(s);
-    });
+    if (typeof spellings === 'string') this.forgetToldAbsent(spellings);
+    else for (const s of spellings) this.forgetToldAbsent(s);
     this.owesWildcardAnswer = false;
     if (this.claims) this.claimSettled(entry.name);
     this.outbox.offer(entry.name, entry.variant(entry.name, false), fan);
     return true;
+  }
+
+  private forgetToldAbsent(name: string): void {
+    if (this.held.get(name) === TOLD_ABSENT) this.held.delete(name);
   }
 
   private singletonAbsent(spellings: Spellings, keepHeld: boolean, fan: FanOut): void {

@@ -1,5 +1,5 @@
 import * as protobuf from 'protobufjs';
-import { WIRE_LEN, WIRE_VARINT, WireError, decodeUtf8Strict, scanFields, type WireField } from './wire';
+import { FieldReader, WIRE_LEN, WIRE_VARINT, WireError, decodeUtf8Strict, scanFields, type WireField } from './wire';
 import { nodeCodec, type Node } from './messages';
 import { transportType } from './schema';
 
@@ -340,14 +340,9 @@ function readCommonField(req: RequestCommon, bytes: Uint8Array, f: WireField, at
   return false;
 }
 
-/** Scans a request's fields; a malformed message is a RequestError naming `message`. */
-function scanRequest(bytes: Uint8Array, message: string, visit: (f: WireField) => void): void {
-  try {
-    scanFields(bytes, visit);
-  } catch (err) {
-    if (err instanceof WireError) throw new RequestError(`malformed ${message}: ${err.message}`);
-    throw err;
-  }
+/** `err` as thrown while reading a request: malformed wire becomes a RequestError naming `message`. */
+function asRequestError(err: unknown, message: string): unknown {
+  return err instanceof WireError ? new RequestError(`malformed ${message}: ${err.message}`) : err;
 }
 
 /** Fields of envoy.service.discovery.v3.DeltaDiscoveryRequest the relay reads. */
@@ -374,33 +369,40 @@ export function decodeDeltaRequest(bytes: Uint8Array, keepNode = true): DeltaReq
     nonce: '',
     errorDetail: undefined,
   };
-  scanRequest(bytes, 'DeltaDiscoveryRequest', (f) => {
-    if (readCommonField(req, bytes, f, DELTA_COMMON, keepNode)) return;
-    switch (f.field) {
-      case 3:
-        if (req.subscribe === NO_NAMES) req.subscribe = [];
-        req.subscribe.push(stringValue(bytes, f, 'resource_names_subscribe'));
-        break;
-      case 4:
-        if (req.unsubscribe === NO_NAMES) req.unsubscribe = [];
-        req.unsubscribe.push(stringValue(bytes, f, 'resource_names_unsubscribe'));
-        break;
-      case 5: {
-        lenOnly(f.wireType, 'initial_resource_versions');
-        const entry = bytes.subarray(f.valueStart, f.valueEnd);
-        let key = '';
-        let value = '';
-        scanFields(entry, (e) => {
-          if (e.wireType !== WIRE_LEN) return;
-          if (e.field === 1) key = utf8(entry, e.valueStart, e.valueEnd, 'initial_resource_versions key');
-          else if (e.field === 2) value = utf8(entry, e.valueStart, e.valueEnd, 'initial_resource_versions value');
-        });
-        if (req.initialVersions === NO_VERSIONS) req.initialVersions = new Map();
-        req.initialVersions.set(key, value);
-        break;
+  // Read field by field, with no closure per request: a delta client sends one per response it ACKs.
+  const f = new FieldReader(bytes);
+  try {
+    while (f.next()) {
+      if (readCommonField(req, bytes, f, DELTA_COMMON, keepNode)) continue;
+      switch (f.field) {
+        case 3:
+          if (req.subscribe === NO_NAMES) req.subscribe = [];
+          req.subscribe.push(stringValue(bytes, f, 'resource_names_subscribe'));
+          break;
+        case 4:
+          if (req.unsubscribe === NO_NAMES) req.unsubscribe = [];
+          req.unsubscribe.push(stringValue(bytes, f, 'resource_names_unsubscribe'));
+          break;
+        case 5: {
+          lenOnly(f.wireType, 'initial_resource_versions');
+          const entry = bytes.subarray(f.valueStart, f.valueEnd);
+          const e = new FieldReader(entry);
+          let key = '';
+          let value = '';
+          while (e.next()) {
+            if (e.wireType !== WIRE_LEN) continue;
+            if (e.field === 1) key = utf8(entry, e.valueStart, e.valueEnd, 'initial_resource_versions key');
+            else if (e.field === 2) value = utf8(entry, e.valueStart, e.valueEnd, 'initial_resource_versions value');
+          }
+          if (req.initialVersions === NO_VERSIONS) req.initialVersions = new Map();
+          req.initialVersions.set(key, value);
+          break;
+        }
       }
     }
-  });
+  } catch (err) {
+    throw asRequestError(err, 'DeltaDiscoveryRequest');
+  }
   return req;
 }
 
@@ -416,10 +418,15 @@ const SOTW_COMMON: CommonFieldNumbers = { node: 2, typeUrl: 4, nonce: 5, errorDe
 /** `keepNode`: decode the request's node (false: only check it, as for a stream that has its node). */
 export function decodeSotwRequest(bytes: Uint8Array, keepNode = true): SotwRequest {
   const req: SotwRequest = { versionInfo: '', node: undefined, names: [], typeUrl: '', nonce: '', errorDetail: undefined };
-  scanRequest(bytes, 'DiscoveryRequest', (f) => {
-    if (readCommonField(req, bytes, f, SOTW_COMMON, keepNode)) return;
-    if (f.field === 1) req.versionInfo = stringValue(bytes, f, 'version_info');
-    else if (f.field === 3) req.names.push(stringValue(bytes, f, 'resource_names'));
-  });
+  const f = new FieldReader(bytes);
+  try {
+    while (f.next()) {
+      if (readCommonField(req, bytes, f, SOTW_COMMON, keepNode)) continue;
+      if (f.field === 1) req.versionInfo = stringValue(bytes, f, 'version_info');
+      else if (f.field === 3) req.names.push(stringValue(bytes, f, 'resource_names'));
+    }
+  } catch (err) {
+    throw asRequestError(err, 'DiscoveryRequest');
+  }
   return req;
 }

@@ -26,72 +26,94 @@ export interface WireField {
   varint: number;
 }
 
-function readVarint(buf: Uint8Array, pos: number, out: { value: number; pos: number }): void {
-  let result = 0;
-  let shift = 0;
-  for (;;) {
-    if (pos >= buf.length) throw new WireError('truncated varint');
-    const b = buf[pos++];
-    // Values above 2^53 lose precision, which only matters for ints we never read.
-    result += (b & 0x7f) * 2 ** shift;
-    if ((b & 0x80) === 0) break;
-    shift += 7;
-    if (shift > 63) throw new WireError('varint too long');
+/**
+ * Reads a message's top-level fields one at a time: `next()` moves to the
+ * next field and fills in this object's WireField properties. One object per
+ * message read, where a visitor also costs a closure and its context: the
+ * relay reads a client's requests so, one per response it ACKs. Throws
+ * WireError on a malformed message.
+ */
+export class FieldReader implements WireField {
+  field = 0;
+  wireType = 0;
+  start = 0;
+  end = 0;
+  valueStart = 0;
+  valueEnd = 0;
+  varint = 0;
+  private pos = 0;
+
+  constructor(private readonly buf: Uint8Array) {}
+
+  /** Moves to the next field; false at the end of the message. */
+  next(): boolean {
+    const buf = this.buf;
+    if (this.pos >= buf.length) return false;
+    const start = this.pos;
+    const tag = this.readVarint();
+    const wireType = tag % 8;
+    const fieldNo = Math.floor(tag / 8);
+    if (fieldNo === 0) throw new WireError('field number 0');
+    let valueStart = this.pos;
+    let valueEnd = this.pos;
+    let varint = 0;
+    switch (wireType) {
+      case WIRE_VARINT:
+        varint = this.readVarint();
+        valueEnd = this.pos;
+        break;
+      case WIRE_I64:
+        this.pos += 8;
+        valueEnd = this.pos;
+        break;
+      case WIRE_I32:
+        this.pos += 4;
+        valueEnd = this.pos;
+        break;
+      case WIRE_LEN: {
+        const len = this.readVarint();
+        valueStart = this.pos;
+        valueEnd = valueStart + len;
+        this.pos = valueEnd;
+        break;
+      }
+      default:
+        throw new WireError(`unsupported wire type ${wireType}`);
+    }
+    if (this.pos > buf.length) throw new WireError('truncated field');
+    this.field = fieldNo;
+    this.wireType = wireType;
+    this.start = start;
+    this.end = this.pos;
+    this.valueStart = valueStart;
+    this.valueEnd = valueEnd;
+    this.varint = varint;
+    return true;
   }
-  out.value = result;
-  out.pos = pos;
+
+  private readVarint(): number {
+    const buf = this.buf;
+    let pos = this.pos;
+    let result = 0;
+    let shift = 0;
+    for (;;) {
+      if (pos >= buf.length) throw new WireError('truncated varint');
+      const b = buf[pos++];
+      // Values above 2^53 lose precision, which only matters for ints we never read.
+      result += (b & 0x7f) * 2 ** shift;
+      if ((b & 0x80) === 0) break;
+      shift += 7;
+      if (shift > 63) throw new WireError('varint too long');
+    }
+    this.pos = pos;
+    return result;
+  }
 }
 
 /** Calls `visit` for each top-level field of a message; throws WireError on malformed input. */
 export function scanFields(buf: Uint8Array, visit: (f: WireField) => void): void {
-  const cursor = { value: 0, pos: 0 };
-  const field: WireField = { field: 0, wireType: 0, start: 0, end: 0, valueStart: 0, valueEnd: 0, varint: 0 };
-  let pos = 0;
-  while (pos < buf.length) {
-    const start = pos;
-    readVarint(buf, pos, cursor);
-    const tag = cursor.value;
-    pos = cursor.pos;
-    const wireType = tag % 8;
-    const fieldNo = Math.floor(tag / 8);
-    if (fieldNo === 0) throw new WireError('field number 0');
-    let valueStart = pos;
-    let valueEnd = pos;
-    let varint = 0;
-    switch (wireType) {
-      case WIRE_VARINT:
-        readVarint(buf, pos, cursor);
-        varint = cursor.value;
-        pos = cursor.pos;
-        valueEnd = pos;
-        break;
-      case WIRE_I64:
-        pos += 8;
-        valueEnd = pos;
-        break;
-      case WIRE_I32:
-        pos += 4;
-        valueEnd = pos;
-        break;
-      case WIRE_LEN:
-        readVarint(buf, pos, cursor);
-        valueStart = cursor.pos;
-        valueEnd = valueStart + cursor.value;
-        pos = valueEnd;
-        break;
-      default:
-        throw new WireError(`unsupported wire type ${wireType}`);
-    }
-    if (pos > buf.length) throw new WireError('truncated field');
-    field.field = fieldNo;
-    field.wireType = wireType;
-    field.start = start;
-    field.end = pos;
-    field.valueStart = valueStart;
-    field.valueEnd = valueEnd;
-    field.varint = varint;
-    visit(field);
-  }
+  const fields = new FieldReader(buf);
+  while (fields.next()) visit(fields);
 }
 
 export function varintSize(n: number): number {
