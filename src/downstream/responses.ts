@@ -2,9 +2,9 @@ import type { Variant } from '../cache/memory-cache';
 import type { FanOut } from '../engine/fan-out';
 import type { RelayMetrics } from '../metrics';
 import { encodeDeltaResponse } from '../proto/delta-response';
+import { withPrefix } from '../proto/message-frame';
 import { encodeResourceError, type ResourceErrorInfo } from '../proto/resource-error';
 import { encodeSotwResponse } from '../proto/sotw-response';
-import { withPrefix } from '../proto/message-frame';
 import type { OutgoingResponse, Pending } from './outgoing';
 import type { ResponseBuilder, SubscriptionState } from './subscription-state';
 

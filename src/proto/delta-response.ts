@@ -160,7 +160,7 @@ export function encodeDeltaResponse(
   size += repeatedBytesSize(RESOURCES, resources) + repeatedBytesSize(RESOURCE_ERRORS, errors);
   const removedLens = removed.map((n) => Buffer.byteLength(n, 'utf8'));
   for (const len of removedLens) size += lenFieldSize(REMOVED_RESOURCES, len);
-  const out = allocPrefixed(size) // framed for the wire without a copy (message-frame.ts);
+  const out = allocPrefixed(size); // framed for the wire without a copy (message-frame.ts)
   let pos = putRepeatedBytes(out, 0, RESOURCES, resources);
   pos = putString(out, pos, TYPE_URL, typeUrl, typeLen);
   pos = putString(out, pos, NONCE, nonce, nonceLen);

@@ -26,7 +26,7 @@ export function encodeSotwResponse(
   const nonceLen = Buffer.byteLength(nonce, 'utf8');
   let size = lenFieldSize(VERSION_INFO, versionLen) + lenFieldSize(TYPE_URL, typeLen) + lenFieldSize(NONCE, nonceLen);
   size += repeatedBytesSize(RESOURCES, payloads) + repeatedBytesSize(RESOURCE_ERRORS, errors);
-  const out = allocPrefixed(size) // framed for the wire without a copy (message-frame.ts);
+  const out = allocPrefixed(size); // framed for the wire without a copy (message-frame.ts)
   let pos = putString(out, 0, VERSION_INFO, versionInfo, versionLen);
   pos = putRepeatedBytes(out, pos, RESOURCES, payloads);
   pos = putString(out, pos, TYPE_URL, typeUrl, typeLen);
