@@ -62,7 +62,7 @@
  */
 import { createHash } from 'node:crypto';
 import { slotOfTag, tagOfSlot } from './redis-slots';
-import { writeAscii, type RespCommand } from './resp';
+import { bytesAt, writeAscii, type RespCommand } from './resp';
 
 export const DEFAULT_PREFIX = 'xdstp-relay:';
 export const TAG_LENGTH = 16;
@@ -129,8 +129,8 @@ function shapeOf(glob: string): GlobShape {
 export function isDirectMember(key: string, glob: string): boolean {
   const { head, query, valid } = shapeOf(glob);
   const idEnd = key.length - query.length;
-  // Compared as slices, not with startsWith/endsWith: V8 compares two flat strings far faster (~4x on
-  // ~60-character keys), and this runs for every resource written.
+  // Compared as slices, not with startsWith/endsWith: V8 compares two flat strings ~3x as fast on
+  // ~60-character keys, and this runs for every resource written.
   if (valid && idEnd > head.length && key.slice(0, head.length) === head && (query.length === 0 || key.slice(idEnd) === query)) {
     const slash = key.indexOf('/', head.length);
     const q = key.indexOf('?', head.length);
@@ -157,12 +157,6 @@ export function isDirectMemberBytes(key: Buffer, glob: string): boolean {
     return true;
   }
   return isDirectMember(key.toString('utf8'), glob);
-}
-
-/** True when `b` holds `part` at `at`. */
-function bytesAt(b: Buffer, at: number, part: Buffer): boolean {
-  for (let i = part.length - 1; i >= 0; i--) if (b[at + i] !== part[i]) return false; // backwards: keys differ late
-  return true;
 }
 
 /** The string whose hash is the cluster hash tag of `key` (see the file comment). */

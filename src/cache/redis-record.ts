@@ -25,6 +25,7 @@
  * (redis-benchmark, 1 KB values), which caps the tier far below Redis speed.
  */
 import type { StoredResource } from './types';
+import { bytesAt } from './resp';
 
 export const RECORD_FORMAT = 1;
 export const ABSENT_FORMAT = 2;
@@ -141,9 +142,9 @@ export class StringTable {
   get(b: Buffer, start: number, end: number): string {
     const len = end - start;
     const r = this.recent;
-    if (r !== undefined && r.bytes.length === len && sameBytes(r.bytes, b, start)) return r.s;
+    if (r !== undefined && r.bytes.length === len && bytesAt(b, start, r.bytes)) return r.s;
     const o = this.older;
-    if (o !== undefined && o.bytes.length === len && sameBytes(o.bytes, b, start)) {
+    if (o !== undefined && o.bytes.length === len && bytesAt(b, start, o.bytes)) {
       this.older = r;
       this.recent = o;
       return o.s;
@@ -159,17 +160,12 @@ export class StringTable {
     let h = 0x811c9dc5 ^ len; // FNV-1a
     for (let i = start; i < end; i++) h = Math.imul(h ^ b[i]!, 0x01000193);
     const hit = this.byHash.get(h);
-    if (hit !== undefined && hit.bytes.length === len && sameBytes(hit.bytes, b, start)) return hit;
+    if (hit !== undefined && hit.bytes.length === len && bytesAt(b, start, hit.bytes)) return hit;
     const entry = { bytes: Buffer.from(b.subarray(start, end)), s: b.toString('utf8', start, end) }; // a copy: don't pin a reply buffer
     if (this.byHash.size >= this.max) this.byHash.clear();
     this.byHash.set(h, entry);
     return entry;
   }
-}
-
-function sameBytes(a: Buffer, b: Buffer, at: number): boolean {
-  for (let i = a.length - 1; i >= 0; i--) if (a[i] !== b[at + i]) return false; // backwards: globs differ late
-  return true;
 }
 
 /**

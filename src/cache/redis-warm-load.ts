@@ -190,7 +190,7 @@ async function* decoded(
         }
         const r = src.decode(nameOf(f.names[i]!), v, strings);
         if (!r) continue;
-        if (f.from !== undefined && (r.glob ?? '') !== f.from[i]) continue;
+        if (from !== undefined && (r.glob ?? '') !== from) continue;
         batch.push(r);
         builder?.note(r, f.tags[i]!);
       }

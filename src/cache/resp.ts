@@ -42,6 +42,12 @@ export function writeAscii(b: Buffer, pos: number, s: string): number {
   return pos + s.length;
 }
 
+/** True when `b` holds `part`'s bytes at `at` (compared from the end: keys of one glob differ late). */
+export function bytesAt(b: Uint8Array, at: number, part: Uint8Array): boolean {
+  for (let i = part.length - 1; i >= 0; i--) if (b[at + i] !== part[i]) return false;
+  return true;
+}
+
 /** A few large buffers kept between chunks (allocating fresh megabytes costs page faults each time). */
 export class BufferPool {
   private readonly free: Buffer[] = [];

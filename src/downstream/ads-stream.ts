@@ -104,7 +104,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
   /** This stream is in the scheduler's queue. */
   private queued = false;
   private paused = false;
-  /** The HTTP/2 stream under the call, written the framed responses directly (proto/message-frame.ts); undefined: through the call. */
+  /** The HTTP/2 stream under the call, which framed responses are written to directly (proto/message-frame.ts); undefined: through the call. */
   private readonly h2: http2.ServerHttp2Stream | undefined;
 
   constructor(
