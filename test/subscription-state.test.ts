@@ -114,6 +114,21 @@ test('responses: clients asking one after another for the same large set share o
   assert.equal(second.stream.decoded()[1].resources!.length, 10);
 });
 
+test('responses: clients asking one after another for a glob of a few large members share one encoding', () => {
+  const { a, client, push } = setup();
+  const first = client();
+  first.subscribe([L('g/*')]);
+  // Four members of over 1 KB each, as sidecars of one service ask for them.
+  const large = `v1-${'x'.repeat(1100)}`;
+  push(a, LISTENER, Array.from({ length: 4 }, (_, i): [string, string] => [L(`g/m${i}`), large]));
+  const second = client();
+  second.subscribe([L('g/*')]);
+  const third = client();
+  third.subscribe([L('g/*')]);
+  assert.equal(second.stream.sent[0], third.stream.sent[0], 'one shared encoding for both answers');
+  assert.equal(third.stream.decoded()[0].resources!.length, 4);
+});
+
 test('state: re-subscribing a glob resends its members, and a member subscribed under another spelling stays held', () => {
   const { client, push, a } = setup();
   const c = client();

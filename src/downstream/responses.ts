@@ -237,8 +237,21 @@ function payloadsOnce(items: readonly Variant[]): Buffer[] {
   return out;
 }
 
-/** Answers with at least this many resources are worth sharing across rounds. */
+/** Answers with at least this many resources are worth sharing across rounds, however small... */
 const RECENT_MIN_RESOURCES = 8;
+/**
+ * ...and answers of two or more resources this large too: encoding such an
+ * answer per client (a glob's few members, as every sidecar of a service asks
+ * for them) costs a copy of every byte and a buffer per client, which the
+ * lookup of the content key, built for the round's memo anyway, does not.
+ */
+const RECENT_MIN_BYTES = 2048;
+
+/** Whether an answer of `adds` is kept for the next clients asking for the same (RecentAnswers). */
+function worthSharingAcrossRounds(adds: readonly Variant[]): boolean {
+  if (adds.length >= RECENT_MIN_RESOURCES) return true;
+  return adds.length >= 2 && totalBytes(adds, resourceBytes) >= RECENT_MIN_BYTES;
+}
 
 /** Incremental (delta) responses: the changed resources and removed names, split by size. */
 export class DeltaResponses implements ResponseBuilder {
@@ -267,7 +280,7 @@ export class DeltaResponses implements ResponseBuilder {
     const key = signature(state.typeUrl, p.adds, p.removes);
     return shared(fan, this.protocol, key, () => {
       // A heartbeat's copy is made for one refresh and never offered again: an answer carrying one would never be hit.
-      if (p.adds.length < RECENT_MIN_RESOURCES || p.forced || carriesHeartbeat(p.adds)) return this.encode(state.typeUrl, p);
+      if (p.forced || !worthSharingAcrossRounds(p.adds) || carriesHeartbeat(p.adds)) return this.encode(state.typeUrl, p);
       const hit = this.recent.get(key, state);
       if (hit) return hit;
       const fresh = this.encode(state.typeUrl, p);
