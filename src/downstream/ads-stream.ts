@@ -12,7 +12,7 @@ import { TTL_CLIENT_FEATURE } from '../proto/xds-names';
 import type { StreamLimits } from '../security/limits';
 import { TokenBucket } from '../security/token-bucket';
 import { unfinishedBytes } from './framing';
-import { http2StreamOf } from './grpc-call-internals';
+import { http2StreamOf, releaseCallMetadata } from './grpc-call-internals';
 import { sendGoaway } from './goaway';
 import type { RequestScheduler, ScheduledWork } from './request-scheduler';
 import type { OutgoingResponse } from './outgoing';
@@ -61,7 +61,7 @@ type ServerCall = grpc.ServerDuplexStream<Buffer, Buffer>;
 const streamOfCall = new WeakMap<ServerCall, AdsStream>();
 
 const NO_STATES: readonly SubscriptionState[] = [];
-/** The response headers carry no metadata of the relay's own (read, never changed, by grpc-js). */
+/** The response headers and the trailers carry no metadata of the relay's own (read, never changed, by grpc-js). */
 const NO_METADATA = new grpc.Metadata();
 
 let nextStreamId = 1;
@@ -117,6 +117,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
     const limits = opts.limits;
     if (limits) this.changeBudget = new TokenBucket(limits.subscriptionRate, limits.subscriptionBurst);
     this.h2 = http2StreamOf(call);
+    releaseCallMetadata(call, NO_METADATA);
     streamOfCall.set(call, this);
     call.on('data', AdsStream.onCallData);
     call.on('end', AdsStream.onCallEnd);
