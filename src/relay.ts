@@ -23,7 +23,7 @@ import { RelayMetrics } from './metrics';
 import type { Node } from './proto/messages';
 import { TTL_CLIENT_FEATURE } from './proto/xds-names';
 import { createDownstreamSecurity } from './security/downstream';
-import { peerIdentity } from './security/identity';
+import { nodeIdIdentity, peerIdentity } from './security/identity';
 import { ALLOW_ALL, PolicyStore, type ClientAuthorizer as JoinAuthorizer } from './security/policy';
 import { upstreamChannels } from './upstream/upstream-channels';
 import type { UpstreamTlsSpec } from './security/tls';
@@ -230,7 +230,10 @@ async function wireRelay(
     limits: config.security?.limits,
     logRepeatIntervalMs: config.logRepeatIntervalMs,
     // A client is known by its verified certificate; by its node id only where the policy allows it.
-    identify: (call, nodeId) => peerIdentity(call, nodeId, authorizer.allowNodeIdIdentity),
+    // Without mTLS there is no certificate to ask grpc-js for (a proxied socket's type check, twice per stream).
+    identify: security.verifiesClients
+      ? (call, nodeId) => peerIdentity(call, nodeId, authorizer.allowNodeIdIdentity)
+      : (_call, nodeId) => nodeIdIdentity(nodeId, authorizer.allowNodeIdIdentity),
   });
   // Per-client config status: CSDS on the listen port (only for identities the policy grants it), and the clients-by-status gauge.
   const statusSource = relayStatusSource({ streams: () => downstream.streams, engine, upstreams: () => upstreams.values(), relayNode: node });

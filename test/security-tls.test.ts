@@ -11,6 +11,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import * as tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
@@ -81,6 +82,24 @@ test('mTLS: a client with a CA-signed certificate is served', T, async () => {
     await c.waitForVersion(LISTENER, NAME, 'v1');
     assert.equal(c.status, undefined, 'the stream stays open');
   });
+});
+
+test('mTLS: a client is known by its certificate, whatever node id it sends', T, async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'xdstp-policy-'));
+  const policy = path.join(dir, 'policy.yaml');
+  // Node ids are no identity here: only the certificate can match the rule.
+  fs.writeFileSync(policy, 'allow-node-id-identity: false\nrules:\n  - identities: ["spiffe://example.org/ns/web/*"]\n    authorities: ["a"]\n');
+  try {
+    const security = { tlsCert: relayCert.cert, tlsKey: relayCert.key, tlsClientCa: pki.caCert, policy };
+    await withSecureRelay({ security }, async ({ origin, client }) => {
+      origin.setResource(LISTENER, NAME, 'payload', 'v1');
+      const c = client({ ...tlsClient(clientCert), nodeId: 'some-node' });
+      c.subscribe(LISTENER, [NAME]);
+      await c.waitForVersion(LISTENER, NAME, 'v1');
+    });
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('mTLS: a client without a certificate is refused at the handshake', T, async () => {

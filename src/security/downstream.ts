@@ -14,6 +14,8 @@ import { createDownstreamTls } from './tls';
 
 export interface DownstreamSecurity {
   readonly credentials: grpc.ServerCredentials;
+  /** Clients present certificates the listener verifies (mTLS): only then can a client be known by its certificate. */
+  readonly verifiesClients: boolean;
   /** grpc-js server options: max concurrent streams. */
   readonly serverOptions: grpc.ServerOptions;
   /** Call once the grpc.Server is bound: starts the connection limits and abuse checks. */
@@ -39,6 +41,7 @@ export function createDownstreamSecurity(
   const guard = new ConnectionGuard(limits, { logger: deps.logger, metrics: sec, logRepeatIntervalMs: deps.logRepeatIntervalMs });
   return {
     credentials: tls?.credentials ?? grpc.ServerCredentials.createInsecure(),
+    verifiesClients: settings?.tls?.clientCaFile !== undefined,
     serverOptions,
     onBound: (server) => guard.attach(server),
     close: () => {

@@ -79,6 +79,15 @@ export function peerIdentity(call: HasAuthContext, nodeId: string | undefined, a
   } catch {
     fromCert = undefined; // a closed connection has no auth context left
   }
-  if (fromCert !== undefined) return fromCert;
+  return fromCert ?? nodeIdIdentity(nodeId, allowNodeId);
+}
+
+/**
+ * A client's identity where no client certificate can be verified (no
+ * `--tls-client-ca`): its node id, only when `allowNodeId`. What peerIdentity
+ * answers on such a listener, without asking grpc-js for a certificate per
+ * stream.
+ */
+export function nodeIdIdentity(nodeId: string | undefined, allowNodeId: boolean): string | undefined {
   return allowNodeId && nodeId ? nodeId : undefined;
 }
