@@ -10,7 +10,7 @@ import type { Node } from '../proto/messages';
 import { RequestError, type ErrorDetail } from '../proto/requests';
 import { TTL_CLIENT_FEATURE } from '../proto/xds-names';
 import type { StreamLimits } from '../security/limits';
-import { TokenBucket } from '../security/token-bucket';
+import type { TokenBudget } from '../security/token-bucket';
 import { unfinishedBytes } from './framing';
 import { http2StreamOf, releaseCallMetadata } from './grpc-call-internals';
 import { sendGoaway } from './goaway';
@@ -29,6 +29,8 @@ export interface AdsStreamOptions {
   identify?(call: grpc.ServerDuplexStream<Buffer, Buffer>, nodeId: string | undefined): string | undefined;
   /** What one stream may cost (names, subscriptions, change rate); absent = unbounded. */
   limits?: StreamLimits;
+  /** The subscription-change bucket's rule (--subscription-rate / --subscription-burst), one for every stream; present with `limits`. */
+  changeBudget?: TokenBudget;
   /** Relay-wide, for warnings every stream can cause once (its ending), so many streams cannot flood the log either. */
   relayWarnings?: WarnLimiter;
   /** A stream's own repeated warnings (refusals, NACKs) are summarized at most this often (default 10 s). */
@@ -93,8 +95,8 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
   private closed = false;
   /** Warnings this stream's input causes (refused names, NACKs): bounded by time, not by input. Made on the first. */
   private warningLimiter: WarnLimiter | undefined;
-  /** Subscription changes this stream may still make (--subscription-rate / --subscription-burst). */
-  private readonly changeBudget: TokenBucket | undefined;
+  /** This stream's subscription-change bucket, as the level `opts.changeBudget` reads (0: full). */
+  private changeLevel = 0;
   lastNonce = '';
   lastAckedNonce = '';
   /** Requests that arrived while earlier work of this stream was waiting, in order; none (most of a stream's life): no list. */
@@ -114,8 +116,6 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
     const peer = call.getPeer();
     this.peer = peer === lastPeer ? lastPeer : (lastPeer = peer);
     this.identity = opts.identify?.(call, undefined);
-    const limits = opts.limits;
-    if (limits) this.changeBudget = new TokenBucket(limits.subscriptionRate, limits.subscriptionBurst);
     this.h2 = http2StreamOf(call);
     releaseCallMetadata(call, NO_METADATA);
     streamOfCall.set(call, this);
@@ -387,8 +387,11 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
   protected withinLimits(changes: number, added: number): boolean {
     const limits = this.opts.limits;
     if (!limits) return true;
-    if (changes > 0 && this.changeBudget && !this.changeBudget.take(changes)) {
-      return this.exhausted('subscription_rate', `more than ${limits.subscriptionRate} subscription changes per second`);
+    const budget = this.opts.changeBudget;
+    if (changes > 0 && budget) {
+      const level = budget.take(this.changeLevel, changes, performance.now());
+      if (Number.isNaN(level)) return this.exhausted('subscription_rate', `more than ${limits.subscriptionRate} subscription changes per second`);
+      this.changeLevel = level;
     }
     if (added > 0) {
       let held = added;

@@ -3,6 +3,7 @@ import type { SubscriptionEngine } from '../engine/engine';
 import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
 import { adsServiceDefinition } from '../proto/ads-service';
+import { TokenBudget } from '../security/token-bucket';
 import type { AdsStream, AdsStreamOptions } from './ads-stream';
 import { RequestScheduler } from './request-scheduler';
 import { ClientStatusTally } from './status-tally';
@@ -88,6 +89,7 @@ export class DownstreamServer {
       logger: this.opts.logger,
       identify: this.opts.identify,
       limits: this.opts.limits,
+      changeBudget: this.opts.limits && new TokenBudget(this.opts.limits.subscriptionRate, this.opts.limits.subscriptionBurst),
       relayWarnings: this.relayWarnings,
       warnBudget: this.warnBudget,
       logRepeatIntervalMs: this.opts.logRepeatIntervalMs,
