@@ -3,7 +3,7 @@
  * for per-connection HTTP/2 control-frame budgets and for the subscription
  * changes a stream may make per second.
  */
-/** The default clock: one function for every bucket (a bucket per stream and per connection). */
+/** The default clock: one function for every bucket (a bucket per connection). */
 const monotonicMs = (): number => performance.now();
 
 /**
