@@ -390,7 +390,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
     const budget = this.opts.changeBudget;
     if (changes > 0 && budget) {
       const level = budget.take(this.changeLevel, changes, performance.now());
-      if (Number.isNaN(level)) return this.exhausted('subscription_rate', `more than ${limits.subscriptionRate} subscription changes per second`);
+      if (Number.isNaN(level)) return this.exhausted('subscription_rate', `more than ${budget.ratePerSecond} subscription changes per second`);
       this.changeLevel = level;
     }
     if (added > 0) {

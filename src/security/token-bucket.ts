@@ -57,14 +57,6 @@ export class TokenBucket {
     this.budget = new TokenBudget(ratePerSecond, burst);
   }
 
-  get ratePerSecond(): number {
-    return this.budget.ratePerSecond;
-  }
-
-  get burst(): number {
-    return this.budget.burst;
-  }
-
   /** Takes `n` tokens if there are that many; false (and nothing taken) otherwise. */
   take(n = 1): boolean {
     const next = this.budget.take(this.level, n, this.now());
