@@ -8,9 +8,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as http2 from 'node:http2';
+import { gzipSync } from 'node:zlib';
 import * as grpc from '@grpc/grpc-js';
 import { withRelay, type RelayEnv } from './support/relay-fixture';
-import { LISTENER, xdstp } from './support/names';
+import { CLUSTER, LISTENER, xdstp } from './support/names';
 import { withSotwClient } from './support/sotw-client';
 import { DELTA_ADS_PATH, SOTW_ADS_PATH, grpcMessage } from './support/raw-h2';
 import { lenField, stringField } from '../src/proto/wire';
@@ -156,11 +157,11 @@ interface CallEnd {
  * is given: `chunks` go out as DATA frames, then END_STREAM. Resolves with
  * the status the relay ended the call with.
  */
-function callWithBytes(port: number, path: string, chunks: Buffer[], opts: { endAfterFirstResponse?: boolean } = {}): Promise<CallEnd> {
+function callWithBytes(port: number, path: string, chunks: Buffer[], opts: { endAfterFirstResponse?: boolean; endAfterResponses?: number; headers?: http2.OutgoingHttpHeaders } = {}): Promise<CallEnd> {
   return new Promise((resolve, reject) => {
     const session = http2.connect(`http://127.0.0.1:${port}`);
     session.on('error', reject);
-    const req = session.request({ ':method': 'POST', ':path': path, 'content-type': 'application/grpc', te: 'trailers' });
+    const req = session.request({ ':method': 'POST', ':path': path, 'content-type': 'application/grpc', te: 'trailers', ...opts.headers });
     const out: CallEnd = { status: undefined, message: '', messages: 0 };
     const take = (h: http2.IncomingHttpHeaders): void => {
       if (h['grpc-status'] !== undefined) {
@@ -171,6 +172,7 @@ function callWithBytes(port: number, path: string, chunks: Buffer[], opts: { end
     req.on('response', take);
     req.on('trailers', take);
     let received = Buffer.alloc(0);
+    const endAfter = opts.endAfterResponses ?? (opts.endAfterFirstResponse ? 1 : 0);
     const finish = (): void => {
       req.end();
     };
@@ -179,7 +181,7 @@ function callWithBytes(port: number, path: string, chunks: Buffer[], opts: { end
       // Count whole length-prefixed messages.
       while (received.length >= 5 && received.length >= 5 + received.readUInt32BE(1)) {
         received = received.subarray(5 + received.readUInt32BE(1));
-        if (out.messages++ === 0 && opts.endAfterFirstResponse) finish();
+        if (++out.messages === endAfter) finish();
       }
     });
     req.on('close', () => {
@@ -190,7 +192,7 @@ function callWithBytes(port: number, path: string, chunks: Buffer[], opts: { end
       /* the close event tells */
     });
     for (const c of chunks) req.write(c);
-    if (!opts.endAfterFirstResponse) finish();
+    if (endAfter === 0) finish();
   });
 }
 
@@ -239,6 +241,31 @@ test('delta: a complete request split over many DATA frames, then the end of the
     for (let i = 0; i < whole.length; i += 3) chunks.push(whole.subarray(i, i + 3));
     const end = await callWithBytes(env.relay.port, DELTA_ADS_PATH, chunks, { endAfterFirstResponse: true });
     assert.equal(end.messages, 1);
+    assert.equal(end.status, grpc.status.OK, end.message);
+  });
+});
+
+test('delta: several requests in one DATA frame are each applied, in order', T, async () => {
+  await withRelay({}, async (env) => {
+    // Two types: each request is answered by a response of its own.
+    const cluster = xdstp('a', CLUSTER, 'integrity/two');
+    env.origin.setResource(LISTENER, L('integrity/one'), 'one', 'v1');
+    env.origin.setResource(CLUSTER, cluster, 'two', 'v1');
+    const second = grpcMessage(deltaRequestCodec.encode({ type_url: CLUSTER, resource_names_subscribe: [cluster] }));
+    const end = await callWithBytes(env.relay.port, DELTA_ADS_PATH, [Buffer.concat([deltaSubscribe(L('integrity/one')), second])], { endAfterResponses: 2 });
+    assert.equal(end.messages, 2, 'both subscriptions were answered');
+    assert.equal(end.status, grpc.status.OK, end.message);
+  });
+});
+
+test('delta: a client that compresses its requests (grpc-encoding gzip) is served', T, async () => {
+  await withRelay({}, async (env) => {
+    env.origin.setResource(LISTENER, L('integrity/gzip'), 'gzip', 'v1');
+    const body = gzipSync(deltaRequestCodec.encode({ node: { id: 'gzip' }, type_url: LISTENER, resource_names_subscribe: [L('integrity/gzip')] }));
+    const message = grpcMessage(body);
+    message[0] = 1; // compressed
+    const end = await callWithBytes(env.relay.port, DELTA_ADS_PATH, [message], { endAfterFirstResponse: true, headers: { 'grpc-encoding': 'gzip' } });
+    assert.equal(end.messages, 1, 'the compressed subscription was answered');
     assert.equal(end.status, grpc.status.OK, end.message);
   });
 });

@@ -11,8 +11,8 @@ import { RequestError, type ErrorDetail } from '../proto/requests';
 import { TTL_CLIENT_FEATURE } from '../proto/xds-names';
 import type { StreamLimits } from '../security/limits';
 import type { TokenBudget } from '../security/token-bucket';
-import { unfinishedBytes } from './framing';
-import { http2StreamOf, releaseCallMetadata } from './grpc-call-internals';
+import { readRequestFrames, type PartialRequest, type RequestFrameSink } from './framing';
+import { detachRequestReader, http2StreamOf, releaseCallMetadata, unfinishedBytes } from './grpc-call-internals';
 import { sendGoaway } from './goaway';
 import type { RequestScheduler, ScheduledWork } from './request-scheduler';
 import type { OutgoingResponse } from './outgoing';
@@ -61,6 +61,10 @@ type ServerCall = grpc.ServerDuplexStream<Buffer, Buffer>;
 
 /** Each open call's stream, for the listeners every stream shares (AdsStream.onCall…). */
 const streamOfCall = new WeakMap<ServerCall, AdsStream>();
+/** The same, by the HTTP/2 stream whose requests the relay reads itself (AdsStream.onRequestFrame). */
+const streamOfH2 = new WeakMap<http2.ServerHttp2Stream, AdsStream>();
+/** requestMax of a stream whose requests grpc-js reads. */
+const READ_BY_GRPC = -2;
 
 const NO_STATES: readonly SubscriptionState[] = [];
 /** The response headers and the trailers carry no metadata of the relay's own (read, never changed, by grpc-js). */
@@ -81,7 +85,7 @@ let truncationChecked = false;
  * writes with back-pressure, and one SubscriptionState per type URL. The
  * protocol subclasses only decode requests and apply their rules.
  */
-export abstract class AdsStream implements StreamPort, ScheduledWork {
+export abstract class AdsStream implements StreamPort, ScheduledWork, RequestFrameSink {
   readonly id = nextStreamId++;
   readonly peer: string;
   readonly openedAt = Date.now();
@@ -108,6 +112,10 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
   private paused = false;
   /** The HTTP/2 stream under the call, which framed responses are written to directly (proto/message-frame.ts); undefined: through the call. */
   private readonly h2: http2.ServerHttp2Stream | undefined;
+  /** The largest request accepted when the relay reads the HTTP/2 stream itself (-1: any); READ_BY_GRPC: grpc-js reads it. */
+  private readonly requestMax: number = READ_BY_GRPC;
+  /** A request split across DATA frames, as far as it has arrived (the relay reading the stream). */
+  private partial: PartialRequest | undefined;
 
   constructor(
     protected readonly call: grpc.ServerDuplexStream<Buffer, Buffer>,
@@ -119,6 +127,13 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
     this.h2 = http2StreamOf(call);
     releaseCallMetadata(call, NO_METADATA);
     streamOfCall.set(call, this);
+    const reader = detachRequestReader(call);
+    if (reader) {
+      this.requestMax = reader.maxBytes;
+      streamOfH2.set(reader.h2, this);
+      // grpc-js holds the stream paused until the call is read (the 'data' listener below): then it flows here.
+      reader.h2.on('data', AdsStream.onRequestFrame);
+    }
     call.on('data', AdsStream.onCallData);
     call.on('end', AdsStream.onCallEnd);
     call.on('error', AdsStream.onCallError);
@@ -138,10 +153,15 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
     streamOfCall.get(this)?.onData(bytes);
   }
 
+  private static onRequestFrame(this: http2.ServerHttp2Stream, chunk: Buffer): void {
+    const stream = streamOfH2.get(this);
+    if (stream && !stream.closed) stream.partial = readRequestFrames(chunk, stream.partial, stream.requestMax, stream);
+  }
+
   private static onCallEnd(this: ServerCall): void {
     const stream = streamOfCall.get(this);
     // A message cut off by the client's end of stream is a malformed request, not a clean close.
-    const missing = stream ? unfinishedBytes(this) : undefined;
+    const missing = stream?.unfinishedRequestBytes();
     if (stream && missing) AdsStream.onTruncated(stream, missing);
     else stream?.close('client half-closed');
     this.end();
@@ -166,6 +186,28 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
   private static onTruncated(stream: AdsStream, missing: number): void {
     stream.opts.metrics.badRequests.inc({ reason: 'truncated' });
     stream.fail(grpc.status.INVALID_ARGUMENT, `request message cut off by the end of the stream (${missing} bytes missing)`);
+  }
+
+  /** Bytes the request being received still lacks (0: none is); undefined when grpc-js reads the stream and hides its decoder. */
+  private unfinishedRequestBytes(): number | undefined {
+    if (this.requestMax === READ_BY_GRPC) return unfinishedBytes(this.call);
+    return this.partial?.missing ?? 0;
+  }
+
+  // --- RequestFrameSink: requests read off the HTTP/2 stream -----------------
+
+  get open(): boolean {
+    return !this.closed;
+  }
+
+  onRequest(bytes: Buffer): void {
+    this.onData(bytes);
+  }
+
+  onOversized(length: number, max: number): void {
+    this.partial = undefined;
+    // What grpc-js says of a message over its grpc.max_receive_message_length.
+    this.fail(grpc.status.RESOURCE_EXHAUSTED, `Received message larger than max (${length} vs ${max})`);
   }
 
   private get warnings(): WarnLimiter {
@@ -276,7 +318,8 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
     else this.waitingRequests = [bytes];
     if (this.waitingRequests.length >= PAUSE_AT_WAITING && !this.paused) {
       this.paused = true;
-      this.call.pause();
+      if (this.requestMax === READ_BY_GRPC) this.call.pause();
+      else this.h2?.pause();
     }
     this.takeTurn();
   }
@@ -292,7 +335,8 @@ export abstract class AdsStream implements StreamPort, ScheduledWork {
         if (next) this.apply(next);
         if (this.paused && (this.waitingRequests?.length ?? 0) < PAUSE_AT_WAITING && !this.closed) {
           this.paused = false;
-          this.call.resume();
+          if (this.requestMax === READ_BY_GRPC) this.call.resume();
+          else this.h2?.resume();
         }
       }
     }

@@ -1,52 +1,123 @@
 /**
- * Notices a request message cut off by the client's end of stream.
+ * Request messages as the relay reads them off an HTTP/2 stream: whole gRPC
+ * messages out of DATA frames, and a message cut off by the client's end of
+ * stream noticed.
  *
- * grpc-js reassembles messages from DATA frames and, when the client
- * half-closes in the middle of one, drops the partial bytes and reports a
- * plain half-close: the stream would end with OK as if the request had never
- * been sent. gRPC's other servers fail such a call. So at the half-close the
- * relay asks grpc-js's own message decoder of the call whether it was in the
- * middle of a message: no state of its own per stream, no listener on every
- * HTTP/2 stream.
+ * The relay reads its streams' requests itself (see detachRequestReader in
+ * grpc-call-internals.ts): per message grpc-js copies it out of its frame,
+ * pauses the HTTP/2 stream, decodes it in a promise and passes it through an
+ * object-mode stream, where an ADS client's ACK needs none of that. Here a
+ * message that lies whole inside one DATA frame (an ACK always does) is a
+ * view of that frame; only one split across frames is copied, once.
  *
- * grpc-js has no public way from a call to its decoder (see
- * grpc-call-internals.ts); without one, the check is skipped (and the
- * truncation tests fail) rather than the relay.
+ * A client that half-closes in the middle of a message has sent a malformed
+ * request: at the half-close the relay asks the stream's PartialRequest (or,
+ * for a stream grpc-js reads, grpc-js's decoder: unfinishedBytes in
+ * grpc-call-internals.ts) what is missing.
  */
-import type * as grpc from '@grpc/grpc-js';
-import { fieldBeneathCall } from './grpc-call-internals';
+/** The gRPC message prefix: a compressed flag and a 4-byte big-endian length. */
+const PREFIX = 5;
 
-/** grpc-js's StreamDecoder states (stream-decoder.ts: NO_DATA, READING_SIZE, READING_MESSAGE). */
-const READING_SIZE = 1;
-const READING_MESSAGE = 2;
+/** A message whose bytes span DATA frames, as far as it has arrived. */
+export class PartialRequest {
+  /** The prefix, while it is itself incomplete (undefined once the length is known). */
+  private prefix: Buffer | undefined;
+  private prefixBytes = 0;
+  private readonly parts: Buffer[] = [];
+  /** The message's length (valid once the prefix is whole). */
+  private length = 0;
+  private received = 0;
 
-interface DecoderFields {
-  readState: number;
-  readSizeRemaining: number;
-  readMessageRemaining: number;
+  /** Starts from the tail of a frame: `bytes` holds the start of a message, prefix included, and not all of it. */
+  constructor(bytes: Buffer) {
+    if (bytes.length < PREFIX) {
+      this.prefix = Buffer.alloc(PREFIX);
+      bytes.copy(this.prefix);
+      this.prefixBytes = bytes.length;
+      return;
+    }
+    this.length = bytes.readUInt32BE(1);
+    this.parts.push(bytes.subarray(PREFIX));
+    this.received = bytes.length - PREFIX;
+  }
+
+  /** The message's length once its prefix is whole; undefined before. */
+  get declaredLength(): number | undefined {
+    return this.prefix === undefined ? this.length : undefined;
+  }
+
+  /** Bytes still missing: the rest of the prefix, else the rest of the message. */
+  get missing(): number {
+    return this.prefix !== undefined ? PREFIX - this.prefixBytes : this.length - this.received;
+  }
+
+  /**
+   * Takes what it lacks from the start of `chunk`; returns how many bytes it
+   * took. It is whole when `missing` is 0 after the prefix was read.
+   */
+  take(chunk: Buffer, at: number): number {
+    let took = 0;
+    if (this.prefix !== undefined) {
+      took = Math.min(PREFIX - this.prefixBytes, chunk.length - at);
+      chunk.copy(this.prefix, this.prefixBytes, at, at + took);
+      this.prefixBytes += took;
+      if (this.prefixBytes < PREFIX) return took;
+      this.length = this.prefix.readUInt32BE(1);
+      this.prefix = undefined;
+    }
+    const n = Math.min(this.length - this.received, chunk.length - at - took);
+    if (n > 0) {
+      this.parts.push(chunk.subarray(at + took, at + took + n));
+      this.received += n;
+    }
+    return took + n;
+  }
+
+  /** The whole message, once `missing` is 0: its parts copied into one buffer. */
+  message(): Buffer {
+    return this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts, this.length);
+  }
 }
 
-function isDecoder(x: unknown): x is DecoderFields {
-  if (typeof x !== 'object' || x === null) return false;
-  const d = x as Record<string, unknown>;
-  return typeof d.readState === 'number' && typeof d.readSizeRemaining === 'number' && typeof d.readMessageRemaining === 'number';
-}
-
-/** The message decoder under a grpc-js server call, if this grpc-js version lets us find it. */
-function decoderOf(call: grpc.ServerDuplexStream<Buffer, Buffer>): DecoderFields | undefined {
-  return fieldBeneathCall(call, 'decoder', isDecoder);
+/** Where readRequestFrames hands what it finds. */
+export interface RequestFrameSink {
+  /** One whole request message (without its prefix). */
+  onRequest(bytes: Buffer): void;
+  /** A message declares more than `max` bytes: nothing more is read from the stream. */
+  onOversized(length: number, max: number): void;
+  /** False once the stream is over: the frame's remaining messages are dropped. */
+  readonly open: boolean;
 }
 
 /**
- * Bytes the message being received still lacks when the client ends its
- * side of `call` (0: it ended between messages); undefined when the decoder
- * cannot be found. Asked at the half-close, when no byte can follow.
+ * Reads the messages in one DATA frame, continuing `partial` (the message the
+ * frame before left unfinished); returns the message this frame leaves
+ * unfinished, or undefined when it ends between messages (or the stream is
+ * over). `max` is the largest message the stream accepts (-1: any).
  */
-export function unfinishedBytes(call: grpc.ServerDuplexStream<Buffer, Buffer>): number | undefined {
-  const d = decoderOf(call);
-  if (!d) return undefined;
-  // The flag byte was read, the 4 length bytes are coming: those are missing.
-  if (d.readState === READING_SIZE) return d.readSizeRemaining;
-  if (d.readState === READING_MESSAGE) return d.readMessageRemaining;
-  return 0;
+export function readRequestFrames(chunk: Buffer, partial: PartialRequest | undefined, max: number, sink: RequestFrameSink): PartialRequest | undefined {
+  let at = 0;
+  if (partial) {
+    at = partial.take(chunk, 0);
+    const length = partial.declaredLength;
+    if (length !== undefined && max !== -1 && length > max) {
+      sink.onOversized(length, max);
+      return undefined;
+    }
+    if (partial.missing > 0) return partial;
+    sink.onRequest(partial.message());
+  }
+  while (at < chunk.length && sink.open) {
+    if (chunk.length - at < PREFIX) return new PartialRequest(chunk.subarray(at));
+    const length = chunk.readUInt32BE(at + 1);
+    if (max !== -1 && length > max) {
+      sink.onOversized(length, max);
+      return undefined;
+    }
+    const end = at + PREFIX + length;
+    if (end > chunk.length) return new PartialRequest(chunk.subarray(at));
+    sink.onRequest(chunk.subarray(at + PREFIX, end));
+    at = end;
+  }
+  return undefined;
 }

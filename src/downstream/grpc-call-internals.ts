@@ -49,3 +49,86 @@ export function releaseCallMetadata(call: grpc.ServerDuplexStream<Buffer, Buffer
 function isMetadata(x: unknown): boolean {
   return typeof x === 'object' && x !== null && typeof (x as { clone?: unknown }).clone === 'function' && typeof (x as { getMap?: unknown }).getMap === 'function';
 }
+
+/** The fields of grpc-js's innermost server call (BaseServerInterceptingCall) that reading its requests touches. */
+interface BaseCallFields {
+  stream: http2.ServerHttp2Stream;
+  decoder: DecoderFields;
+  readQueue: unknown[];
+  incomingEncoding: string;
+  maxReceiveMessageSize: number;
+}
+
+function isBaseCall(x: unknown): x is BaseCallFields {
+  if (typeof x !== 'object' || x === null) return false;
+  const c = x as Record<string, unknown>;
+  return (
+    isHttp2Stream(c.stream) &&
+    Array.isArray(c.readQueue) &&
+    typeof c.incomingEncoding === 'string' &&
+    typeof c.maxReceiveMessageSize === 'number' &&
+    isGrpcDecoder(c.decoder)
+  );
+}
+
+/**
+ * Takes the reading of `call`'s requests from grpc-js: removes its listener
+ * from the HTTP/2 stream's DATA, so that the caller reads the stream itself
+ * (downstream/framing.ts), and returns that stream with the largest message
+ * grpc-js was told to accept. Done only while grpc-js has read nothing of the
+ * call (it holds the stream paused until the call is first read) and the
+ * client sends uncompressed messages (grpc-js's gzip and deflate stay its
+ * own); undefined otherwise, and the call is read through grpc-js as before.
+ * grpc-js still sees the stream's end, and so still delivers the half-close.
+ */
+export function detachRequestReader(call: grpc.ServerDuplexStream<Buffer, Buffer>): { h2: http2.ServerHttp2Stream; maxBytes: number } | undefined {
+  let c: unknown = (call as unknown as { call?: unknown }).call;
+  for (let hops = 0; hops < 16 && typeof c === 'object' && c !== null && !isBaseCall(c); hops++) c = (c as { nextCall?: unknown }).nextCall;
+  if (!isBaseCall(c)) return undefined;
+  const h2 = c.stream;
+  const listeners = h2.listeners('data');
+  if (c.incomingEncoding !== 'identity' || c.readQueue.length > 0 || !(isGrpcDecoder(c.decoder) && c.decoder.readState === NO_DATA) || listeners.length !== 1 || h2.readableFlowing === true) return undefined;
+  h2.removeListener('data', listeners[0] as (chunk: Buffer) => void);
+  return { h2, maxBytes: c.maxReceiveMessageSize };
+}
+
+/** grpc-js's StreamDecoder states (stream-decoder.ts: NO_DATA, READING_SIZE, READING_MESSAGE). */
+const NO_DATA = 0;
+const READING_SIZE = 1;
+const READING_MESSAGE = 2;
+
+interface DecoderFields {
+  readState: number;
+  readSizeRemaining: number;
+  readMessageRemaining: number;
+}
+
+function isGrpcDecoder(x: unknown): x is DecoderFields {
+  if (typeof x !== 'object' || x === null) return false;
+  const d = x as Record<string, unknown>;
+  return typeof d.readState === 'number' && typeof d.readSizeRemaining === 'number' && typeof d.readMessageRemaining === 'number';
+}
+
+/** The message decoder under a grpc-js server call, if this grpc-js version lets us find it. */
+function decoderOf(call: grpc.ServerDuplexStream<Buffer, Buffer>): DecoderFields | undefined {
+  return fieldBeneathCall(call, 'decoder', isGrpcDecoder);
+}
+
+/**
+ * grpc-js, when a client half-closes in the middle of a message, drops the
+ * partial bytes and reports a plain half-close: the stream would end with OK
+ * as if the request had never been sent. gRPC's other servers fail such a
+ * call, and so does the relay, asking grpc-js's decoder at the half-close.
+ *
+ * Bytes the message grpc-js is receiving still lacks when the client ends
+ * its side of `call` (0: it ended between messages); undefined when the
+ * decoder cannot be found. Asked at the half-close, when no byte can follow.
+ */
+export function unfinishedBytes(call: grpc.ServerDuplexStream<Buffer, Buffer>): number | undefined {
+  const d = decoderOf(call);
+  if (!d) return undefined;
+  // The flag byte was read, the 4 length bytes are coming: those are missing.
+  if (d.readState === READING_SIZE) return d.readSizeRemaining;
+  if (d.readState === READING_MESSAGE) return d.readMessageRemaining;
+  return 0;
+}
