@@ -379,27 +379,34 @@ export abstract class AdsStream implements StreamPort, ScheduledWork, RequestFra
     this.takeTurn();
   }
 
+  /** Decodes and applies one request (no closure: a client sends one per response it ACKs). */
   private apply(bytes: Buffer): void {
-    this.guarded(() => {
+    try {
       this.handle(bytes);
-      return false;
-    });
+    } catch (err) {
+      this.failed(err);
+    }
   }
 
-  /** Runs request work; input the relay will not act on, or a failure, ends this stream only. */
+  /** Runs a slice of request work; input the relay will not act on, or a failure, ends this stream only. */
   private guarded(work: () => boolean): boolean {
     try {
       return work();
     } catch (err) {
-      if (err instanceof RequestError) {
-        this.opts.metrics.badRequests.inc({ reason: 'undecodable' });
-        this.fail(grpc.status.INVALID_ARGUMENT, err.message);
-        return false;
-      }
-      this.opts.logger.error({ client: this.id, err }, 'failed to handle client request');
-      this.fail(grpc.status.INTERNAL, 'internal error while handling the request');
+      this.failed(err);
       return false;
     }
+  }
+
+  /** Request work threw: the stream ends, INVALID_ARGUMENT for a bad request, INTERNAL for the relay's own failure. */
+  private failed(err: unknown): void {
+    if (err instanceof RequestError) {
+      this.opts.metrics.badRequests.inc({ reason: 'undecodable' });
+      this.fail(grpc.status.INVALID_ARGUMENT, err.message);
+      return;
+    }
+    this.opts.logger.error({ client: this.id, err }, 'failed to handle client request');
+    this.fail(grpc.status.INTERNAL, 'internal error while handling the request');
   }
 
   /** Decodes and applies one request. Throws RequestError for input the relay will not act on. */
