@@ -314,8 +314,11 @@ export abstract class AdsStream implements StreamPort, ScheduledWork, RequestFra
       this.apply(bytes);
       return;
     }
-    if (this.waitingRequests) this.waitingRequests.push(bytes);
-    else this.waitingRequests = [bytes];
+    // A request read off the HTTP/2 stream is a view of the whole socket read it came in (up to 64 KB, other
+    // streams' frames too): one that waits is copied, so it keeps only its own bytes.
+    const kept = bytes.byteLength * 2 < bytes.buffer.byteLength ? Buffer.from(bytes) : bytes;
+    if (this.waitingRequests) this.waitingRequests.push(kept);
+    else this.waitingRequests = [kept];
     if (this.waitingRequests.length >= PAUSE_AT_WAITING && !this.paused) {
       this.paused = true;
       if (this.requestMax === READ_BY_GRPC) this.call.pause();
