@@ -3,15 +3,16 @@
  * (src/downstream/grpc-call-internals.ts, src/proto/message-frame.ts, goaway.ts):
  * responses encoded with gRPC's prefix in front of them, written to the HTTP/2 stream
  * under the call and read by a real grpc-js client between the call's own
- * headers and status; the call's HTTP/2 session for the per-connection
- * GOAWAY. If a grpc-js upgrade hides these, the relay falls back (the call's
- * own writes, plain stream ends) and these tests fail.
+ * headers and status; requests read off that stream, not through grpc-js;
+ * the call's HTTP/2 session for the per-connection GOAWAY. If a grpc-js
+ * upgrade hides these, the relay falls back (the call's own writes and
+ * reads, plain stream ends) and these tests fail.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
 import { sessionOf } from '../src/downstream/goaway';
-import { http2StreamOf, releaseCallMetadata } from '../src/downstream/grpc-call-internals';
+import { detachRequestReader, http2StreamOf, releaseCallMetadata } from '../src/downstream/grpc-call-internals';
 import { DeltaAdsClient, deltaAdsServiceDefinition, openDeltaStream } from '../src/proto/ads-service';
 import { encodeDeltaResponse } from '../src/proto/delta-response';
 import { allocPrefixed, withPrefix } from '../src/proto/message-frame';
@@ -24,7 +25,7 @@ type ServerCall = grpc.ServerDuplexStream<Buffer, Buffer>;
  * to it that sends one request: resolves with the messages the client read
  * and the status it ended with.
  */
-async function oneCall(handle: (call: ServerCall) => void): Promise<{ received: string[]; status: grpc.StatusObject }> {
+async function oneCall(handle: (call: ServerCall) => void, endAfterHeaders = false): Promise<{ received: string[]; status: grpc.StatusObject }> {
   const server = new grpc.Server();
   server.addService(deltaAdsServiceDefinition, { DeltaAggregatedResources: handle });
   const port = await new Promise<number>((resolve, reject) =>
@@ -38,6 +39,7 @@ async function oneCall(handle: (call: ServerCall) => void): Promise<{ received: 
     call.on('error', () => undefined);
     const status = new Promise<grpc.StatusObject>((resolve) => call.on('status', resolve));
     call.write(Buffer.from([0x12, 0x00]));
+    if (endAfterHeaders) call.once('metadata', () => call.end());
     return { received, status: await status };
   } finally {
     client.close();
@@ -81,6 +83,29 @@ test('a grpc-js client reads framed messages written under the call, then the st
   });
   assert.equal(found, true, 'the HTTP/2 stream under the call is found');
   assert.deepEqual(received, ['first', 'second']);
+  assert.equal(status.code, grpc.status.OK);
+});
+
+test("a call's requests are read off its HTTP/2 stream, and grpc-js still tells the client's end and sends the status", async () => {
+  // If an upgrade hides grpc-js's reader, the relay reads through grpc-js again: correct, and slower per ACK.
+  let maxBytes: number | undefined;
+  const frames: Buffer[] = [];
+  let ended = false;
+  const { status } = await oneCall((call) => {
+    const reader = detachRequestReader(call);
+    maxBytes = reader?.maxBytes;
+    reader?.h2.on('data', (chunk: Buffer) => frames.push(chunk));
+    call.on('data', () => assert.fail('grpc-js must not read a detached call'));
+    call.on('end', () => {
+      ended = true;
+      call.end();
+    });
+    // The client ends its side once it has the response headers.
+    call.sendMetadata(new grpc.Metadata());
+  }, true);
+  assert.equal(maxBytes, 4 * 1024 * 1024, "grpc-js's own limit for the call");
+  assert.deepEqual([...Buffer.concat(frames)], [0, 0, 0, 0, 2, 0x12, 0x00], 'the request, prefix and all, as the client sent it');
+  assert.equal(ended, true, "the client's end of stream reached the call");
   assert.equal(status.code, grpc.status.OK);
 });
 

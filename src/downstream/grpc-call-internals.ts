@@ -1,5 +1,5 @@
 /**
- * What the relay reads (or lets go of) beneath a grpc-js server call, where
+ * What the relay reads, lets go of or takes over beneath a grpc-js server call, where
  * grpc-js has no public way: the call's innermost handler object (BaseServerInterceptingCall)
  * holds the HTTP/2 stream and the message decoder. Found by following
  * grpc-js's private fields, each checked at run time; undefined when a
@@ -87,7 +87,7 @@ export function detachRequestReader(call: grpc.ServerDuplexStream<Buffer, Buffer
   if (!isBaseCall(c)) return undefined;
   const h2 = c.stream;
   const listeners = h2.listeners('data');
-  if (c.incomingEncoding !== 'identity' || c.readQueue.length > 0 || !(isGrpcDecoder(c.decoder) && c.decoder.readState === NO_DATA) || listeners.length !== 1 || h2.readableFlowing === true) return undefined;
+  if (c.incomingEncoding !== 'identity' || c.readQueue.length > 0 || c.decoder.readState !== NO_DATA || listeners.length !== 1 || h2.readableFlowing === true) return undefined;
   h2.removeListener('data', listeners[0] as (chunk: Buffer) => void);
   return { h2, maxBytes: c.maxReceiveMessageSize };
 }
