@@ -218,7 +218,7 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioResult> {
   const w100 = [await runWindow('100/s', relay, origin, gens, 100, windowMs, seed++, hot)];
   // The baseline gets the history the relay's measured windows have behind them: a window at the responses per
   // second of the relay's 100/s window. A server's first seconds of writing (its JIT, its heap growing to size)
-  // cost more than the rest (~25 % more for bare grpc-js here); measured cold, it would pay what the relay paid unmeasured.
+  // cost more than the rest (25–40 % more for bare grpc-js in three runs here); measured cold, it would pay what the relay paid unmeasured.
   const ceilWarmup = await runCeilingWindow(ceil, gens, Math.round(w100[0]!.responses / (windowMs / 1000)), windowMs, ctx.payloadBytes);
   const ceilWindows: CeilingWindow[] = [];
   const normal: Window[] = [];

@@ -150,7 +150,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork, RequestFra
   // calls its listeners with itself as `this`), not closures made per stream.
 
   private static onCallData(this: ServerCall, bytes: Buffer): void {
-    streamOfCall.get(this)?.onData(bytes);
+    streamOfCall.get(this)?.onRequest(bytes);
   }
 
   private static onRequestFrame(this: http2.ServerHttp2Stream, chunk: Buffer): void {
@@ -188,6 +188,11 @@ export abstract class AdsStream implements StreamPort, ScheduledWork, RequestFra
     stream.fail(grpc.status.INVALID_ARGUMENT, `request message cut off by the end of the stream (${missing} bytes missing)`);
   }
 
+  /** What this stream's requests are read from: held back (HTTP/2 flow control) while too many wait. */
+  private get requestSource(): { pause(): void; resume(): void } | undefined {
+    return this.requestMax === READ_BY_GRPC ? this.call : this.h2;
+  }
+
   /** Bytes the request being received still lacks (0: none is); undefined when grpc-js reads the stream and hides its decoder. */
   private unfinishedRequestBytes(): number | undefined {
     if (this.requestMax === READ_BY_GRPC) return unfinishedBytes(this.call);
@@ -198,10 +203,6 @@ export abstract class AdsStream implements StreamPort, ScheduledWork, RequestFra
 
   get open(): boolean {
     return !this.closed;
-  }
-
-  onRequest(bytes: Buffer): void {
-    this.onData(bytes);
   }
 
   onOversized(length: number, max: number): void {
@@ -308,21 +309,21 @@ export abstract class AdsStream implements StreamPort, ScheduledWork, RequestFra
 
   // --- requests -------------------------------------------------------------
 
-  private onData(bytes: Buffer): void {
+  /** One whole request, from the HTTP/2 stream (RequestFrameSink) or from grpc-js: applied now, or when its turn comes. */
+  onRequest(bytes: Buffer): void {
     if (this.closed) return;
     if (!this.queued && bytes.length <= INLINE_REQUEST_BYTES && this.opts.scheduler.waiting === 0) {
       this.apply(bytes);
       return;
     }
-    // A request read off the HTTP/2 stream is a view of the whole socket read it came in (up to 64 KB, other
-    // streams' frames too): one that waits is copied, so it keeps only its own bytes.
+    // A request read off the HTTP/2 stream is a view of the socket read it came in, which can hold other
+    // streams' frames too: one that waits is copied, so it keeps only its own bytes.
     const kept = bytes.byteLength * 2 < bytes.buffer.byteLength ? Buffer.from(bytes) : bytes;
     if (this.waitingRequests) this.waitingRequests.push(kept);
     else this.waitingRequests = [kept];
     if (this.waitingRequests.length >= PAUSE_AT_WAITING && !this.paused) {
       this.paused = true;
-      if (this.requestMax === READ_BY_GRPC) this.call.pause();
-      else this.h2?.pause();
+      this.requestSource?.pause();
     }
     this.takeTurn();
   }
@@ -338,8 +339,7 @@ export abstract class AdsStream implements StreamPort, ScheduledWork, RequestFra
         if (next) this.apply(next);
         if (this.paused && (this.waitingRequests?.length ?? 0) < PAUSE_AT_WAITING && !this.closed) {
           this.paused = false;
-          if (this.requestMax === READ_BY_GRPC) this.call.resume();
-          else this.h2?.resume();
+          this.requestSource?.resume();
         }
       }
     }

@@ -7,8 +7,9 @@
  * grpc-call-internals.ts): per message grpc-js copies it out of its frame,
  * pauses the HTTP/2 stream, decodes it in a promise and passes it through an
  * object-mode stream, where an ADS client's ACK needs none of that. Here a
- * message that lies whole inside one DATA frame (an ACK always does) is a
- * view of that frame; only one split across frames is copied, once.
+ * message that lies whole inside one DATA frame (an ACK, far smaller than a
+ * frame, as Envoy and grpc-js write it) is a view of that frame; only one
+ * split across frames is copied, once.
  *
  * A client that half-closes in the middle of a message has sent a malformed
  * request: at the half-close the relay asks the stream's PartialRequest (or,
@@ -55,19 +56,19 @@ export class PartialRequest {
    * Takes what it lacks from the start of `chunk`; returns how many bytes it
    * took. It is whole when `missing` is 0 after the prefix was read.
    */
-  take(chunk: Buffer, at: number): number {
+  take(chunk: Buffer): number {
     let took = 0;
     if (this.prefix !== undefined) {
-      took = Math.min(PREFIX - this.prefixBytes, chunk.length - at);
-      chunk.copy(this.prefix, this.prefixBytes, at, at + took);
+      took = Math.min(PREFIX - this.prefixBytes, chunk.length);
+      chunk.copy(this.prefix, this.prefixBytes, 0, took);
       this.prefixBytes += took;
       if (this.prefixBytes < PREFIX) return took;
       this.length = this.prefix.readUInt32BE(1);
       this.prefix = undefined;
     }
-    const n = Math.min(this.length - this.received, chunk.length - at - took);
+    const n = Math.min(this.length - this.received, chunk.length - took);
     if (n > 0) {
-      this.parts.push(chunk.subarray(at + took, at + took + n));
+      this.parts.push(chunk.subarray(took, took + n));
       this.received += n;
     }
     return took + n;
@@ -98,9 +99,9 @@ export interface RequestFrameSink {
 export function readRequestFrames(chunk: Buffer, partial: PartialRequest | undefined, max: number, sink: RequestFrameSink): PartialRequest | undefined {
   let at = 0;
   if (partial) {
-    at = partial.take(chunk, 0);
+    at = partial.take(chunk);
     const length = partial.declaredLength;
-    if (length !== undefined && max !== -1 && length > max) {
+    if (length !== undefined && tooLarge(length, max)) {
       sink.onOversized(length, max);
       return undefined;
     }
@@ -110,7 +111,7 @@ export function readRequestFrames(chunk: Buffer, partial: PartialRequest | undef
   while (at < chunk.length && sink.open) {
     if (chunk.length - at < PREFIX) return new PartialRequest(chunk.subarray(at));
     const length = chunk.readUInt32BE(at + 1);
-    if (max !== -1 && length > max) {
+    if (tooLarge(length, max)) {
       sink.onOversized(length, max);
       return undefined;
     }
@@ -120,4 +121,9 @@ export function readRequestFrames(chunk: Buffer, partial: PartialRequest | undef
     at = end;
   }
   return undefined;
+}
+
+/** Whether a message of `length` bytes is over `max` (-1: no limit), as grpc-js judges it. */
+function tooLarge(length: number, max: number): boolean {
+  return max !== -1 && length > max;
 }

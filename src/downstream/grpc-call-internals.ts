@@ -14,10 +14,15 @@ import type * as grpc from '@grpc/grpc-js';
  * ServerInterceptingCall.nextCall… down to BaseServerInterceptingCall.
  */
 export function fieldBeneathCall<T>(call: grpc.ServerDuplexStream<Buffer, Buffer>, name: string, is: (x: unknown) => x is T): T | undefined {
+  const value = callBeneath(call, (c) => is(c[name]))?.[name];
+  return is(value) ? value : undefined;
+}
+
+/** The first object down the call's chain (see fieldBeneathCall) that `accepts` takes. */
+function callBeneath(call: grpc.ServerDuplexStream<Buffer, Buffer>, accepts: (c: Record<string, unknown>) => boolean): Record<string, unknown> | undefined {
   let c: unknown = (call as unknown as { call?: unknown }).call;
   for (let hops = 0; hops < 16 && typeof c === 'object' && c !== null; hops++) {
-    const value = (c as Record<string, unknown>)[name];
-    if (is(value)) return value;
+    if (accepts(c as Record<string, unknown>)) return c as Record<string, unknown>;
     c = (c as { nextCall?: unknown }).nextCall;
   }
   return undefined;
@@ -82,8 +87,7 @@ function isBaseCall(x: unknown): x is BaseCallFields {
  * grpc-js still sees the stream's end, and so still delivers the half-close.
  */
 export function detachRequestReader(call: grpc.ServerDuplexStream<Buffer, Buffer>): { h2: http2.ServerHttp2Stream; maxBytes: number } | undefined {
-  let c: unknown = (call as unknown as { call?: unknown }).call;
-  for (let hops = 0; hops < 16 && typeof c === 'object' && c !== null && !isBaseCall(c); hops++) c = (c as { nextCall?: unknown }).nextCall;
+  const c = callBeneath(call, isBaseCall);
   if (!isBaseCall(c)) return undefined;
   const h2 = c.stream;
   const listeners = h2.listeners('data');
