@@ -1,4 +1,4 @@
-import { assembleResource, type SplitResource } from '../proto/resource-bytes';
+import { resourceUnder, type SplitResource } from '../proto/resource-bytes';
 import type { StoredResource } from './types';
 
 /**
@@ -42,7 +42,7 @@ export class CacheEntry {
     readonly stored: StoredResource,
     /** The name glob members are sent under: the canonical URN, or the legacy name. */
     readonly name: string,
-    readonly parts: Pick<SplitResource, 'body' | 'ttlField' | 'ttlMs' | 'payload'>,
+    readonly parts: Pick<SplitResource, 'bytes' | 'name' | 'ttlField' | 'selfContained' | 'ttlMs' | 'payload'>,
     /** When the relay stored this version (ms since the epoch). */
     readonly updatedAt = Date.now(),
   ) {}
@@ -66,13 +66,13 @@ export class CacheEntry {
   variant(name: string, withTtl: boolean): Variant {
     const ttlField = withTtl ? this.parts.ttlField : undefined;
     if (name === this.name && ttlField === undefined) {
-      return (this.plain ??= this.made(makeVariant(this.key, name, this.version, assembleResource(name, this.parts.body, undefined), this.parts.payload)));
+      return (this.plain ??= this.made(makeVariant(this.key, name, this.version, resourceUnder(this.parts, name, false), this.parts.payload)));
     }
     const memoKey = ttlField ? `${name}\u0001` : name;
     this.variants ??= new Map();
     let v = this.variants.get(memoKey);
     if (!v) {
-      v = this.made(makeVariant(this.key, name, this.version, assembleResource(name, this.parts.body, ttlField), this.parts.payload));
+      v = this.made(makeVariant(this.key, name, this.version, resourceUnder(this.parts, name, withTtl), this.parts.payload));
       this.variants.set(memoKey, v);
     }
     return v;

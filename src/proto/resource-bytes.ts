@@ -1,4 +1,4 @@
-import { WIRE_LEN, WIRE_VARINT, WireError, decodeUtf8Strict, scanFields, varintSize, writeVarint } from './wire';
+import { FieldReader, WIRE_LEN, WIRE_VARINT, WireError, decodeUtf8Strict, scanFields, varintSize, writeVarint } from './wire';
 
 /** Field numbers of envoy.service.discovery.v3.Resource that the relay reads or rewrites. */
 const RESOURCE_VERSION = 1;
@@ -8,10 +8,10 @@ const RESOURCE_TTL = 6;
 const RESOURCE_CACHE_CONTROL = 7;
 
 /**
- * An upstream `Resource`, read at the wire level. `body` is every field but
- * `name` and `ttl`, byte for byte, so a downstream copy can carry the client's
- * own spelling of the name and drop `ttl` for clients that don't understand it
- * without the payload ever being decoded.
+ * An upstream `Resource`, read at the wire level. A downstream copy carries
+ * the client's own spelling of the name and drops `ttl` for clients that
+ * don't understand it, without the payload ever being decoded; a copy that
+ * changes neither is the upstream's bytes themselves (see resourceUnder).
  */
 export interface SplitResource {
   /** The whole encoded `Resource`, untouched (what the cache stores and shares). */
@@ -26,9 +26,13 @@ export interface SplitResource {
   payload: Buffer | undefined;
   ttlMs: number | undefined;
   doNotCache: boolean;
-  body: Buffer;
   /** The encoded `ttl` field (tag included), kept for clients that support TTLs. */
   ttlField: Buffer | undefined;
+  /**
+   * Whether `bytes` name the resource once and carry `ttl` at most once, so
+   * that they read exactly as a copy assembled from `name` and `ttlField`.
+   */
+  selfContained: boolean;
 }
 
 function readDurationMs(buf: Uint8Array, start: number, end: number): number {
@@ -69,52 +73,70 @@ export function splitResource(bytes: Buffer): SplitResource {
     payload: undefined,
     ttlMs: undefined,
     doNotCache: false,
-    body: bytes,
     ttlField: undefined,
+    selfContained: true,
   };
-  const keep: Array<[number, number]> = [];
-  scanFields(bytes, (f) => {
-    const isLen = f.wireType === WIRE_LEN;
-    switch (f.field) {
+  let names = 0;
+  let ttls = 0;
+  const fields = new FieldReader(bytes);
+  while (fields.next()) {
+    const isLen = fields.wireType === WIRE_LEN;
+    switch (fields.field) {
       case RESOURCE_NAME:
         if (!isLen) throw new WireError('Resource.name is not length-delimited');
-        parts.name = decodeUtf8Strict(bytes, f.valueStart, f.valueEnd, 'Resource.name');
-        return;
+        parts.name = decodeUtf8Strict(bytes, fields.valueStart, fields.valueEnd, 'Resource.name');
+        names++;
+        break;
       case RESOURCE_TTL:
         if (!isLen) throw new WireError('Resource.ttl is not length-delimited');
-        parts.ttlMs = readDurationMs(bytes, f.valueStart, f.valueEnd);
-        parts.ttlField = Buffer.from(bytes.subarray(f.start, f.end));
-        return;
+        parts.ttlMs = readDurationMs(bytes, fields.valueStart, fields.valueEnd);
+        parts.ttlField = Buffer.from(bytes.subarray(fields.start, fields.end));
+        ttls++;
+        break;
       case RESOURCE_VERSION:
-        if (isLen) parts.version = decodeUtf8Strict(bytes, f.valueStart, f.valueEnd, 'Resource.version');
+        if (isLen) parts.version = decodeUtf8Strict(bytes, fields.valueStart, fields.valueEnd, 'Resource.version');
         break;
       case RESOURCE_ANY:
         if (isLen) {
           parts.hasBody = true;
-          parts.payload = bytes.subarray(f.valueStart, f.valueEnd);
-          parts.payloadType = readAnyType(bytes, f.valueStart, f.valueEnd);
+          parts.payload = bytes.subarray(fields.valueStart, fields.valueEnd);
+          parts.payloadType = readAnyType(bytes, fields.valueStart, fields.valueEnd);
         }
         break;
       case RESOURCE_CACHE_CONTROL:
-        if (isLen) parts.doNotCache = readBool(bytes, f.valueStart, f.valueEnd, 1);
+        if (isLen) parts.doNotCache = readBool(bytes, fields.valueStart, fields.valueEnd, 1);
         break;
     }
-    keep.push([f.start, f.end]);
-  });
-  parts.body = Buffer.concat(keep.map(([s, e]) => bytes.subarray(s, e)));
+  }
+  parts.selfContained = names === 1 && ttls <= 1;
   return parts;
 }
 
-/** A downstream copy of a resource: `name` (the spelling a client expects) + body [+ ttl]. */
-export function assembleResource(name: string, body: Buffer, ttlField: Buffer | undefined): Buffer {
+/**
+ * The resource as a client gets it: under `name`, with its `ttl` only when
+ * `withTtl`. When that changes nothing, the upstream's own bytes (no copy):
+ * a cached resource then holds one buffer, shared by every client that
+ * spells it as the control plane does.
+ */
+export function resourceUnder(parts: Pick<SplitResource, 'bytes' | 'name' | 'ttlField' | 'selfContained'>, name: string, withTtl: boolean): Buffer {
+  if (parts.selfContained && name === parts.name && (withTtl || parts.ttlField === undefined)) return parts.bytes;
+  return assembleResource(name, parts.bytes, withTtl ? parts.ttlField : undefined);
+}
+
+/** A downstream copy of a resource: `name` (the spelling a client expects), every field of `resource` but its name and ttl [, ttl]. */
+export function assembleResource(name: string, resource: Buffer, ttlField: Buffer | undefined): Buffer {
+  let bodyLen = 0;
+  const fields = new FieldReader(resource);
+  while (fields.next()) if (fields.field !== RESOURCE_NAME && fields.field !== RESOURCE_TTL) bodyLen += fields.end - fields.start;
   const nameLen = Buffer.byteLength(name, 'utf8');
   const tag = RESOURCE_NAME * 8 + WIRE_LEN;
-  const size = varintSize(tag) + varintSize(nameLen) + nameLen + body.length + (ttlField ? ttlField.length : 0);
+  const size = varintSize(tag) + varintSize(nameLen) + nameLen + bodyLen + (ttlField ? ttlField.length : 0);
   const out = Buffer.allocUnsafe(size);
   let pos = writeVarint(out, 0, tag);
   pos = writeVarint(out, pos, nameLen);
   pos += out.write(name, pos, 'utf8');
-  pos += body.copy(out, pos);
+  const again = new FieldReader(resource);
+  while (again.next()) if (again.field !== RESOURCE_NAME && again.field !== RESOURCE_TTL) pos += resource.copy(out, pos, again.start, again.end);
   if (ttlField) ttlField.copy(out, pos);
   return out;
 }
