@@ -19,7 +19,7 @@ import { FanOut } from './fan-out';
 import { legacyKey, type Router } from './routing';
 import type { Subscription, WatchUpdate, Watcher } from './subscription';
 import type { JoinAuthorizer } from './types';
-import { ABSENT, allowsMember, changed } from './watch-updates';
+import { ABSENT, allowsMember, arrived } from './watch-updates';
 
 /**
  * Time one turn of the event loop may spend applying upstream updates (ms);
@@ -223,7 +223,7 @@ export class UpdateApplier {
       entry = store.put(stored, rk.name, resource);
       if (single) single.refetch = false;
     }
-    const update = changed(entry, false);
+    const update = arrived(entry);
     if (single) for (const [w, spellings] of single.watchers) w.update(single, spellings, update, fan);
     if (coll) {
       for (const [w, spellings] of coll.watchers) if (this.memberAllowed(w, coll, entry.name)) w.update(coll, spellings, update, fan);

@@ -22,6 +22,16 @@ export function changed(entry: CacheEntry, keepHeld: boolean): WatchUpdate {
 }
 
 /**
+ * The update for an entry the upstream just sent, told to its watchers once,
+ * as it arrives. Not memoized: under churn every upstream change is a new
+ * entry, and a weak-map entry each would cost more than the object it
+ * shares (clients joining later share theirs through `changed`).
+ */
+export function arrived(entry: CacheEntry): WatchUpdate {
+  return { kind: 'changed', entry, keepHeld: false };
+}
+
+/**
  * A policy's name prefixes can be narrower than a glob the client was
  * allowed to join: each member is checked before it is delivered, so no
  * byte of a denied resource reaches the client. No authorizer: everything.
