@@ -59,6 +59,12 @@ export class Router {
   private readonly routes = new Map<string, Map<string, Route | Rejection>>();
   /** heldKey's answers, remembered the same way (per-client state asks it for every name a client holds). */
   private readonly heldKeys = new Map<string, Map<string, ResourceKey | null>>();
+  /**
+   * resourceKey's answers by authority and type, remembered the same way: a
+   * control plane sends the same names again with every change, and a
+   * remembered key is looked up in the engine's maps with its hash known.
+   */
+  private readonly resourceKeys = new Map<string | null, Map<string, Map<string, ResourceKey | DropReason>>>();
 
   constructor(
     private readonly authorities: ReadonlySet<string>,
@@ -99,6 +105,13 @@ export class Router {
 
   /** Keys an upstream resource; null authority = the default upstream, which only serves legacy names. */
   resourceKey(authority: string | null, typeUrl: string, name: string): ResourceKey | DropReason {
+    // Authorities are the configured ones (and null): one memo each, no bound needed on them.
+    let memos = this.resourceKeys.get(authority);
+    if (!memos) this.resourceKeys.set(authority, (memos = new Map()));
+    return remembered(memos, typeUrl, name, () => this.computeResourceKey(authority, typeUrl, name));
+  }
+
+  private computeResourceKey(authority: string | null, typeUrl: string, name: string): ResourceKey | DropReason {
     if (!isXdstpName(name)) {
       if (authority !== null || name === WILDCARD || name === '') return 'foreign_authority';
       return { key: legacyKey(typeUrl, name), name, collection: legacyKey(typeUrl, WILDCARD) };
@@ -160,12 +173,12 @@ export class Router {
   }
 }
 
-/** `memos[typeUrl][name]`, computed on a miss; bounded per type and in types (the memo starts over past either). */
-function remembered<T>(memos: Map<string, Map<string, T>>, typeUrl: string, name: string, compute: () => T): T {
-  let memo = memos.get(typeUrl);
+/** `memos[scope][name]`, computed on a miss; bounded per scope and in scopes (the memo starts over past either). */
+function remembered<T>(memos: Map<string, Map<string, T>>, scope: string, name: string, compute: () => T): T {
+  let memo = memos.get(scope);
   if (!memo) {
     if (memos.size >= ROUTE_MEMO_TYPES) memos.clear();
-    memos.set(typeUrl, (memo = new Map()));
+    memos.set(scope, (memo = new Map()));
   }
   let r = memo.get(name);
   if (r === undefined) {
