@@ -173,12 +173,12 @@ export class Router {
   }
 }
 
-/** `memos[scope][name]`, computed on a miss; bounded per scope and in scopes (the memo starts over past either). */
-function remembered<T>(memos: Map<string, Map<string, T>>, scope: string, name: string, compute: () => T): T {
-  let memo = memos.get(scope);
+/** `memos[typeUrl][name]`, computed on a miss; bounded per type and in types (the memo starts over past either). */
+function remembered<T>(memos: Map<string, Map<string, T>>, typeUrl: string, name: string, compute: () => T): T {
+  let memo = memos.get(typeUrl);
   if (!memo) {
     if (memos.size >= ROUTE_MEMO_TYPES) memos.clear();
-    memos.set(scope, (memo = new Map()));
+    memos.set(typeUrl, (memo = new Map()));
   }
   let r = memo.get(name);
   if (r === undefined) {

@@ -124,7 +124,7 @@ export function resourceUnder(parts: Pick<SplitResource, 'bytes' | 'name' | 'ttl
 }
 
 /** A downstream copy of a resource: `name` (the spelling a client expects), every field of `resource` but its name and ttl [, ttl]. */
-export function assembleResource(name: string, resource: Buffer, ttlField: Buffer | undefined): Buffer {
+function assembleResource(name: string, resource: Buffer, ttlField: Buffer | undefined): Buffer {
   let bodyLen = 0;
   const fields = new FieldReader(resource);
   while (fields.next()) if (fields.field !== RESOURCE_NAME && fields.field !== RESOURCE_TTL) bodyLen += fields.end - fields.start;
