@@ -14,15 +14,14 @@ import type * as grpc from '@grpc/grpc-js';
  * ServerInterceptingCall.nextCall… down to BaseServerInterceptingCall.
  */
 export function fieldBeneathCall<T>(call: grpc.ServerDuplexStream<Buffer, Buffer>, name: string, is: (x: unknown) => x is T): T | undefined {
-  const value = callBeneath(call, (c) => is(c[name]))?.[name];
-  return is(value) ? value : undefined;
+  return callBeneath(call, (c): c is Record<string, T> => is((c as Record<string, unknown>)[name]))?.[name];
 }
 
-/** The first object down the call's chain (see fieldBeneathCall) that `accepts` takes. */
-function callBeneath(call: grpc.ServerDuplexStream<Buffer, Buffer>, accepts: (c: Record<string, unknown>) => boolean): Record<string, unknown> | undefined {
+/** The first object down the call's chain (see fieldBeneathCall) that `accepts` takes, typed as it checked. */
+function callBeneath<C>(call: grpc.ServerDuplexStream<Buffer, Buffer>, accepts: (c: object) => c is C & object): C | undefined {
   let c: unknown = (call as unknown as { call?: unknown }).call;
   for (let hops = 0; hops < 16 && typeof c === 'object' && c !== null; hops++) {
-    if (accepts(c as Record<string, unknown>)) return c as Record<string, unknown>;
+    if (accepts(c)) return c;
     c = (c as { nextCall?: unknown }).nextCall;
   }
   return undefined;
@@ -88,7 +87,7 @@ function isBaseCall(x: unknown): x is BaseCallFields {
  */
 export function detachRequestReader(call: grpc.ServerDuplexStream<Buffer, Buffer>): { h2: http2.ServerHttp2Stream; maxBytes: number } | undefined {
   const c = callBeneath(call, isBaseCall);
-  if (!isBaseCall(c)) return undefined;
+  if (!c) return undefined;
   const h2 = c.stream;
   const listeners = h2.listeners('data');
   if (c.incomingEncoding !== 'identity' || c.readQueue.length > 0 || c.decoder.readState !== NO_DATA || listeners.length !== 1 || h2.readableFlowing === true) return undefined;

@@ -90,7 +90,8 @@ export function splitResource(bytes: Buffer): SplitResource {
       case RESOURCE_TTL:
         if (!isLen) throw new WireError('Resource.ttl is not length-delimited');
         parts.ttlMs = readDurationMs(bytes, fields.valueStart, fields.valueEnd);
-        parts.ttlField = Buffer.from(bytes.subarray(fields.start, fields.end));
+        // A view: the resource's bytes are kept as long as its parts are.
+        parts.ttlField = bytes.subarray(fields.start, fields.end);
         ttls++;
         break;
       case RESOURCE_VERSION:
