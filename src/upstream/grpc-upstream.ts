@@ -2,6 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
 import { openDeltaStream } from '../proto/ads-service';
+import { encodeDeltaAck } from '../proto/delta-request';
 import { deltaRequestCodec, type DeltaDiscoveryRequest, type Node } from '../proto/messages';
 import { mayNameCollection } from '../proto/xds-names';
 import { insecureChannel, type ChannelSetup } from '../security/tls';
@@ -314,7 +315,18 @@ export class GrpcUpstream implements UpstreamPort {
       req.node = this.opts.node;
       this.nodeSent = true;
     }
-    this.stream.write(deltaRequestCodec.encode(req));
+    this.sendEncoded(deltaRequestCodec.encode(req), kind);
+  }
+
+  /** ACKs an upstream response; the stream's first request carries the node, so an ACK almost never does. */
+  private ack(typeUrl: string, nonce: string): void {
+    if (this.nodeSent) this.sendEncoded(encodeDeltaAck(typeUrl, nonce), 'ack');
+    else this.send({ type_url: typeUrl, response_nonce: nonce }, 'ack');
+  }
+
+  private sendEncoded(bytes: Buffer, kind: 'subscribe' | 'ack' | 'nack'): void {
+    if (!this.stream) return;
+    this.stream.write(bytes);
     this.opts.metrics.upstreamRequests.inc({ authority: this.label, kind });
   }
 
@@ -496,7 +508,7 @@ export class GrpcUpstream implements UpstreamPort {
       this.opts.logger.error({ authority: this.label, err }, 'failed to apply upstream response');
     }
     // ACK what passed the checks (the engine applies it in turn, a large update in slices): the relay keeps serving the last good state either way.
-    if (checked.nonce) this.send({ type_url: checked.typeUrl, response_nonce: checked.nonce }, 'ack');
+    if (checked.nonce) this.ack(checked.typeUrl, checked.nonce);
   }
 }
 
