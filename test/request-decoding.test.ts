@@ -30,6 +30,14 @@ test('a delta request decodes to the names, versions, nonce and type protobuf de
   assert.equal(req.errorDetail, undefined);
 });
 
+test('a type_url that is not valid UTF-8 is refused, though a valid one of the same length was read just before', () => {
+  const valid = deltaRequestCodec.encode({ type_url: TYPE, response_nonce: '1' });
+  assert.equal(decodeDeltaRequest(valid).typeUrl, TYPE);
+  const bad = Buffer.from(valid);
+  bad[bad.indexOf(Buffer.from(TYPE)) + 5] = 0xff;
+  assert.throws(() => decodeDeltaRequest(bad), (err: unknown) => err instanceof RequestError && /type_url is not valid UTF-8/.test(err.message));
+});
+
 test('a state-of-the-world request decodes to its version, names, nonce and type', () => {
   const bytes = discoveryRequestCodec.encode({ version_info: 'v3', resource_names: ['a', 'b'], type_url: TYPE, response_nonce: '9' });
   const req = decodeSotwRequest(bytes);

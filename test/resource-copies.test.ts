@@ -57,3 +57,11 @@ test('a resource that names itself twice reaches the client named once, by the n
   assert.equal(names, 1);
   assert.equal(resourceCodec.decode(copy).name, `${NAME}-last`);
 });
+
+test('a resource whose payload type is not valid UTF-8 is refused, though a valid type of the same length was read just before', () => {
+  const valid = encoded();
+  assert.equal(splitResource(valid).payloadType, TYPE);
+  const bad = Buffer.from(valid);
+  bad[bad.indexOf(Buffer.from(TYPE)) + TYPE.length - 1] = 0xff;
+  assert.throws(() => splitResource(bad), /Resource\.resource\.type_url is not valid UTF-8/);
+});

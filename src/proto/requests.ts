@@ -1,5 +1,5 @@
 import * as protobuf from 'protobufjs';
-import { FieldReader, WIRE_LEN, WIRE_VARINT, WireError, decodeUtf8Strict, scanFields, type WireField } from './wire';
+import { FieldReader, RecentStrings, WIRE_LEN, WIRE_VARINT, WireError, decodeUtf8Strict, scanFields, type WireField } from './wire';
 import { nodeCodec, type Node } from './messages';
 import { transportType } from './schema';
 
@@ -24,22 +24,16 @@ function utf8(buf: Uint8Array, start: number, end: number, field: string): strin
 }
 
 /** Type URLs decoded lately: every request of every stream repeats one of a few. */
-const recentTypeUrls: Array<{ bytes: Uint8Array; value: string }> = [];
-const RECENT_TYPE_URLS = 16;
+const recentTypeUrls = new RecentStrings(16);
 
 /** The type_url at buf[start, end): a recent one when the bytes match, else decoded (strictly). */
 function typeUrl(buf: Uint8Array, start: number, end: number): string {
-  const len = end - start;
-  next: for (const t of recentTypeUrls) {
-    if (t.bytes.length !== len) continue;
-    for (let i = 0; i < len; i++) if (t.bytes[i] !== buf[start + i]) continue next;
-    return t.value;
+  try {
+    return recentTypeUrls.decode(buf, start, end, 'type_url');
+  } catch (err) {
+    if (err instanceof WireError) throw new RequestError(err.message);
+    throw err;
   }
-  const value = utf8(buf, start, end, 'type_url');
-  if (recentTypeUrls.length >= RECENT_TYPE_URLS) recentTypeUrls.shift();
-  // A copy: a view would keep the whole request buffer alive.
-  recentTypeUrls.push({ bytes: new Uint8Array(buf.subarray(start, end)), value });
-  return value;
 }
 
 /** google.rpc.Status as far as a NACK needs it. */

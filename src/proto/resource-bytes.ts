@@ -1,4 +1,4 @@
-import { FieldReader, WIRE_LEN, WIRE_VARINT, WireError, decodeUtf8Strict, scanFields, varintSize, writeVarint } from './wire';
+import { FieldReader, RecentStrings, WIRE_LEN, WIRE_VARINT, WireError, decodeUtf8Strict, scanFields, varintSize, writeVarint } from './wire';
 
 /** Field numbers of envoy.service.discovery.v3.Resource that the relay reads or rewrites. */
 const RESOURCE_VERSION = 1;
@@ -54,11 +54,15 @@ function readBool(buf: Uint8Array, start: number, end: number, fieldNo: number):
   return value;
 }
 
+/** Payload type URLs decoded lately: a control plane sends one or a few, and each resource names one. */
+const recentPayloadTypes = new RecentStrings(16);
+
 function readAnyType(buf: Uint8Array, start: number, end: number): string {
   let typeUrl = '';
-  scanFields(buf.subarray(start, end), (f) => {
-    if (f.field === 1 && f.wireType === WIRE_LEN) typeUrl = decodeUtf8Strict(buf, start + f.valueStart, start + f.valueEnd, 'Resource.resource.type_url');
-  });
+  const fields = new FieldReader(buf.subarray(start, end));
+  while (fields.next()) {
+    if (fields.field === 1 && fields.wireType === WIRE_LEN) typeUrl = recentPayloadTypes.decode(buf, start + fields.valueStart, start + fields.valueEnd, 'Resource.resource.type_url');
+  }
   return typeUrl;
 }
 

@@ -177,6 +177,32 @@ function isAscii(buf: Uint8Array, start: number, end: number): boolean {
 }
 
 /**
+ * The last few distinct strings decoded from the wire, by their bytes: a
+ * string that every message repeats (a type URL) is then matched, not
+ * decoded, and every message shares one copy of it.
+ */
+export class RecentStrings {
+  private readonly recent: Array<{ bytes: Uint8Array; value: string }> = [];
+
+  constructor(private readonly capacity: number) {}
+
+  /** The string at buf[start, end), strictly UTF-8 (see decodeUtf8Strict; `what` names it in the error). */
+  decode(buf: Uint8Array, start: number, end: number, what: string): string {
+    const len = end - start;
+    next: for (const r of this.recent) {
+      if (r.bytes.length !== len) continue;
+      for (let i = 0; i < len; i++) if (r.bytes[i] !== buf[start + i]) continue next;
+      return r.value;
+    }
+    const value = decodeUtf8Strict(buf, start, end, what);
+    if (this.recent.length >= this.capacity) this.recent.shift();
+    // A copy: a view would keep the whole message alive.
+    this.recent.push({ bytes: new Uint8Array(buf.subarray(start, end)), value });
+    return value;
+  }
+}
+
+/**
  * Like decodeUtf8, but a proto3 `string` that is not valid UTF-8 is a
  * WireError (as the Go and C++ parsers treat it) instead of being silently
  * replaced by U+FFFD, which could make two different names one.
