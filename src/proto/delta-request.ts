@@ -7,9 +7,9 @@ const RESPONSE_NONCE = 6;
 
 /**
  * The DeltaDiscoveryRequest that ACKs an upstream response: `type_url` and
- * `response_nonce`, nothing else. Written by hand into one allocation: the
- * relay sends one per upstream response, and going through protobufjs'
- * object conversion cost more than the rest of sending it.
+ * `response_nonce`, nothing else. Written by hand into one allocation,
+ * without protobufjs' object conversion: the relay sends one per upstream
+ * response.
  */
 export function encodeDeltaAck(typeUrl: string, nonce: string): Buffer {
   const typeLen = Buffer.byteLength(typeUrl, 'utf8');
