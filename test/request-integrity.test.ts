@@ -152,10 +152,14 @@ interface CallEnd {
   messages: number;
 }
 
+/** How long a call waiting for responses waits for them before ending its side anyway (the assertions then say what was missing). */
+const RESPONSES_WAIT_MS = 5000;
+
 /**
  * One ADS call over node's own HTTP/2 client, which writes whatever bytes it
- * is given: `chunks` go out as DATA frames, then END_STREAM. Resolves with
- * the status the relay ended the call with.
+ * is given: `chunks` go out as DATA frames, then END_STREAM (after the
+ * responses asked for, or RESPONSES_WAIT_MS without them). Resolves with the
+ * status the relay ended the call with.
  */
 function callWithBytes(port: number, path: string, chunks: Buffer[], opts: { endAfterFirstResponse?: boolean; endAfterResponses?: number; headers?: http2.OutgoingHttpHeaders } = {}): Promise<CallEnd> {
   return new Promise((resolve, reject) => {
@@ -174,8 +178,10 @@ function callWithBytes(port: number, path: string, chunks: Buffer[], opts: { end
     let received = Buffer.alloc(0);
     const endAfter = opts.endAfterResponses ?? (opts.endAfterFirstResponse ? 1 : 0);
     const finish = (): void => {
+      clearTimeout(waiting);
       req.end();
     };
+    const waiting = endAfter > 0 ? setTimeout(finish, RESPONSES_WAIT_MS) : undefined;
     req.on('data', (d: Buffer) => {
       received = Buffer.concat([received, d]);
       // Count whole length-prefixed messages.
@@ -185,6 +191,7 @@ function callWithBytes(port: number, path: string, chunks: Buffer[], opts: { end
       }
     });
     req.on('close', () => {
+      clearTimeout(waiting);
       session.close();
       resolve(out);
     });
