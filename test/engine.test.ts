@@ -35,6 +35,14 @@ function returningOn(client: ReturnType<typeof setup>['client'], name: string, h
   return returning;
 }
 
+test('engine: a reconnecting client\'s check on a member it claims is not counted as a client subscription', () => {
+  const { a, engine, client, metrics } = setup();
+  returningOn(client, L('g/*'), { [L('g/m3')]: 'v1' });
+  assert.equal(a.subscribed.get(L('g/m3')), 1, 'the claimed member is asked upstream by itself');
+  assert.equal(engine.clientSubscriptionCount, 1, 'the client subscribes one glob');
+  assert.equal(metrics.forType(LISTENER).subscriptions, 1);
+});
+
 /** A glob with one member (g/m3 at v1) that its only watcher just dropped, the upstream sending unsubscribes later. */
 function releasedGlob(): ReturnType<typeof setup> {
   const env = setup();

@@ -19,6 +19,7 @@ export type ClaimAnswer = (name: string, entry: CacheEntry | undefined, fan: Fan
  * is. The check leaves its subscription once answered.
  */
 export class ClaimCheck implements Watcher {
+  readonly relaysOwn = true;
   private sub: Subscription | undefined;
   private done = false;
 

@@ -144,8 +144,10 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
     const after = addSpelling(before, sub.sharedSpelling(spelling));
     if (after !== before) {
       sub.watchers.set(watcher, after);
-      this.clientSubscriptions++;
-      metrics.forType(watcher.typeUrl).subscriptions++;
+      if (!watcher.relaysOwn) {
+        this.clientSubscriptions++;
+        metrics.forType(watcher.typeUrl).subscriptions++;
+      }
     }
     return sub;
   }
@@ -156,8 +158,10 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
     if (spellings === undefined) return;
     const rest = removeSpelling(spellings, spelling);
     if (rest === spellings) return;
-    this.clientSubscriptions--;
-    this.opts.metrics.forType(watcher.typeUrl).subscriptions--;
+    if (!watcher.relaysOwn) {
+      this.clientSubscriptions--;
+      this.opts.metrics.forType(watcher.typeUrl).subscriptions--;
+    }
     if (rest !== undefined) {
       sub.watchers.set(watcher, rest);
       return;

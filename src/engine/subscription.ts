@@ -35,6 +35,8 @@ export interface Watcher {
   readonly typeUrl: string;
   /** Who the client is, for authorization on join (undefined = unknown). */
   readonly identity: string | undefined;
+  /** A watcher of the relay's own on a client's behalf (a reconnecting client's claim check): not one of the client subscriptions counted. */
+  readonly relaysOwn?: boolean;
   /**
    * One update of `sub`, whose spellings this watcher used are `spellings`.
    * Returns false only for a `changed` with `keepHeld` that the client does
