@@ -144,12 +144,16 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
     const after = addSpelling(before, sub.sharedSpelling(spelling));
     if (after !== before) {
       sub.watchers.set(watcher, after);
-      if (!watcher.relaysOwn) {
-        this.clientSubscriptions++;
-        metrics.forType(watcher.typeUrl).subscriptions++;
-      }
+      this.countSubscription(watcher, 1);
     }
     return sub;
+  }
+
+  /** A client's subscriptions (names and globs) counted as they come and go; the relay's own watchers are not. */
+  private countSubscription(watcher: Watcher, by: 1 | -1): void {
+    if (watcher.relaysOwn) return;
+    this.clientSubscriptions += by;
+    this.opts.metrics.forType(watcher.typeUrl).subscriptions += by;
   }
 
   /** `watcher` no longer subscribes `spelling` of `sub`. */
@@ -158,10 +162,7 @@ export class SubscriptionEngine implements UpstreamSink, SubscriptionPort {
     if (spellings === undefined) return;
     const rest = removeSpelling(spellings, spelling);
     if (rest === spellings) return;
-    if (!watcher.relaysOwn) {
-      this.clientSubscriptions--;
-      this.opts.metrics.forType(watcher.typeUrl).subscriptions--;
-    }
+    this.countSubscription(watcher, -1);
     if (rest !== undefined) {
       sub.watchers.set(watcher, rest);
       return;
