@@ -27,6 +27,8 @@ const DROP_REASONS = values<DropReason | 'unsubscribed'>({ unsubscribed: true, m
 const REJECT_REASONS = values<RejectReason>({ malformed: true, unknown_authority: true, type_mismatch: true, no_default_upstream: true, directive: true });
 const UPSTREAM_NACK_REASONS = values<UpstreamNackReason>({ undecodable: true, duplicate_name: true, added_and_removed: true, type_mismatch: true });
 const UPSTREAM_REQUEST_KINDS = ['subscribe', 'ack', 'nack'] as const;
+/** What an upstream request is, as xdstp_relay_upstream_requests_total counts it. */
+export type UpstreamRequestKind = (typeof UPSTREAM_REQUEST_KINDS)[number];
 const BAD_REQUEST_REASONS = ['truncated', 'undecodable', 'missing_type_url'] as const;
 const GOAWAY_REASONS = ['drain', 'shutdown'] as const;
 /** Operations RedisStore reports through onError (src/cache/redis-store.ts). */

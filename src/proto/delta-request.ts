@@ -1,9 +1,8 @@
 import { putString } from './field-writers';
+import { DELTA_COMMON } from './requests';
 import { lenFieldSize } from './wire';
 
-/** Field numbers of envoy.service.discovery.v3.DeltaDiscoveryRequest the ACK carries. */
-const TYPE_URL = 2;
-const RESPONSE_NONCE = 6;
+const { typeUrl: TYPE_URL, nonce: RESPONSE_NONCE } = DELTA_COMMON;
 
 /**
  * The DeltaDiscoveryRequest that ACKs an upstream response: `type_url` and

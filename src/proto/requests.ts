@@ -13,13 +13,17 @@ import { transportType } from './schema';
 /** A request the relay will not act on; ends that stream with INVALID_ARGUMENT. */
 export class RequestError extends Error {}
 
+/** A string of a request that is not valid UTF-8 (a WireError) as the RequestError that ends its stream. */
+function asRequestFault(err: unknown): unknown {
+  return err instanceof WireError ? new RequestError(err.message) : err;
+}
+
 function utf8(buf: Uint8Array, start: number, end: number, field: string): string {
   if (end === start) return '';
   try {
     return decodeUtf8Strict(buf, start, end, field);
   } catch (err) {
-    if (err instanceof WireError) throw new RequestError(err.message);
-    throw err;
+    throw asRequestFault(err);
   }
 }
 
@@ -31,8 +35,7 @@ function typeUrl(buf: Uint8Array, start: number, end: number): string {
   try {
     return recentTypeUrls.decode(buf, start, end, 'type_url');
   } catch (err) {
-    if (err instanceof WireError) throw new RequestError(err.message);
-    throw err;
+    throw asRequestFault(err);
   }
 }
 
@@ -290,7 +293,7 @@ interface RequestCommon {
 }
 
 /** Where the fields both request messages carry stand in each (their field numbers differ). */
-interface CommonFieldNumbers {
+export interface CommonFieldNumbers {
   readonly node: number;
   readonly typeUrl: number;
   readonly nonce: number;
@@ -350,7 +353,8 @@ export interface DeltaRequest extends RequestCommon {
 const NO_NAMES: string[] = [];
 const NO_VERSIONS: Map<string, string> = new Map();
 
-const DELTA_COMMON: CommonFieldNumbers = { node: 1, typeUrl: 2, nonce: 6, errorDetail: 7 };
+/** Where a DeltaDiscoveryRequest carries the common fields (the upstream ACK, delta-request.ts, is written with them). */
+export const DELTA_COMMON: CommonFieldNumbers = { node: 1, typeUrl: 2, nonce: 6, errorDetail: 7 };
 
 /** `keepNode`: decode the request's node (false: only check it, as for a stream that has its node). */
 export function decodeDeltaRequest(bytes: Uint8Array, keepNode = true): DeltaRequest {

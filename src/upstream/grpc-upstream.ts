@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../log';
-import type { RelayMetrics } from '../metrics';
+import type { RelayMetrics, UpstreamRequestKind } from '../metrics';
 import { openDeltaStream } from '../proto/ads-service';
 import { encodeDeltaAck } from '../proto/delta-request';
 import { deltaRequestCodec, type DeltaDiscoveryRequest, type Node } from '../proto/messages';
@@ -309,7 +309,7 @@ export class GrpcUpstream implements UpstreamPort {
     if (change.unsubscribe) for (const name of change.unsubscribe) this.collectionsAsked.delete(askedKey(change.typeUrl, name));
   }
 
-  private send(req: DeltaDiscoveryRequest, kind: 'subscribe' | 'ack' | 'nack'): void {
+  private send(req: DeltaDiscoveryRequest, kind: UpstreamRequestKind): void {
     if (!this.stream) return;
     if (!this.nodeSent) {
       req.node = this.opts.node;
@@ -324,7 +324,7 @@ export class GrpcUpstream implements UpstreamPort {
     else this.send({ type_url: typeUrl, response_nonce: nonce }, 'ack');
   }
 
-  private sendEncoded(bytes: Buffer, kind: 'subscribe' | 'ack' | 'nack'): void {
+  private sendEncoded(bytes: Buffer, kind: UpstreamRequestKind): void {
     if (!this.stream) return;
     this.stream.write(bytes);
     this.opts.metrics.upstreamRequests.inc({ authority: this.label, kind });
