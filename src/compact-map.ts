@@ -4,9 +4,11 @@
  * client naming one glob): a small object instead of a Map and its hash
  * table, several times the size, for each of thousands of idle streams.
  *
+ * Emptied, it holds nothing again: the next key goes into the fields.
+ *
  * Keys compare as in a Map (SameValueZero) and iterate in insertion order.
- * One difference: an iteration begun while it holds a single entry does not
- * see keys added during it (a Map's does).
+ * One difference: an iteration begun while it holds a single entry, or
+ * while a delete empties it, does not see keys added during it (a Map's does).
  */
 export class CompactMap<K, V> implements ReadonlyMap<K, V> {
   /** Every entry, once a second key was added. */
@@ -45,7 +47,15 @@ export class CompactMap<K, V> implements ReadonlyMap<K, V> {
   }
 
   delete(key: K): boolean {
-    if (this.many) return this.many.delete(key);
+    const many = this.many;
+    if (many) {
+      if (many.size > 1) return many.delete(key);
+      // Its last entry going: the Map is dropped, not emptied (V8 makes a smaller table for a Map a delete empties,
+      // and per-client maps that go from one entry to none and back would make one each time).
+      if (!many.has(key)) return false;
+      this.many = undefined;
+      return true;
+    }
     if (!this.isSole(key)) return false;
     this.forgetSole();
     return true;

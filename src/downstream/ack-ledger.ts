@@ -1,4 +1,5 @@
 import type { Variant } from '../cache/memory-cache';
+import { CompactMap } from '../compact-map';
 import { TOLD_ABSENT, type OutgoingResponse } from './outgoing';
 
 const NO_NAMES: readonly string[] = [];
@@ -41,9 +42,11 @@ export class AckLedger {
   /**
    * Name → what the client held before changes it has not ACKed yet (sent,
    * or held back while it is slow); `held` is what it will hold. Empty once
-   * the client has ACKed everything.
+   * the client has ACKed everything. Under churn it goes from none to one
+   * entry and back with each response: a CompactMap does that without a
+   * table each time.
    */
-  private prior: Map<string, string | undefined> | undefined;
+  private prior: CompactMap<string, string | undefined> | undefined;
   /**
    * State of the world only: name → nonce (= version_info) of the sent
    * response that carries its latest change, and → version_info of the
@@ -88,11 +91,11 @@ export class AckLedger {
    * yet; call it before `held` changes. Nothing is recorded when it held
    * nothing: a first sync (a reconnect storm, a new client) then costs no
    * map, and status views find such names among the responses in flight instead.
+   * `before`: `held`'s entry for `name`, when the caller has just read it.
    */
-  notePrior(name: string): void {
-    const before = this.held.get(name);
+  notePrior(name: string, before: string | undefined = this.held.get(name)): void {
     if (before === undefined) return;
-    const prior = (this.prior ??= new Map());
+    const prior = (this.prior ??= new CompactMap());
     if (!prior.has(name)) prior.set(name, before);
   }
 

@@ -74,8 +74,9 @@ export class ClientOutbox<Client extends FanOutTarget> {
 
   /** Queues `variant` unless the client already holds that version. */
   offer(name: string, variant: Variant, fan: FanOut): void {
-    if (this.held.get(name) === variant.version) return;
-    this.ledger.notePrior(name);
+    const held = this.held.get(name);
+    if (held === variant.version) return;
+    this.ledger.notePrior(name, held);
     this.held.set(name, variant.version);
     this.world?.set(name, variant);
     const p = this.pendingFor(fan);
@@ -85,8 +86,9 @@ export class ClientOutbox<Client extends FanOutTarget> {
 
   /** Does-not-exist: said once, until the client holds it again. */
   tellAbsent(name: string, fan: FanOut): void {
-    if (this.held.get(name) === TOLD_ABSENT) return;
-    this.ledger.notePrior(name);
+    const held = this.held.get(name);
+    if (held === TOLD_ABSENT) return;
+    this.ledger.notePrior(name, held);
     this.held.set(name, TOLD_ABSENT);
     this.world?.delete(name);
     this.queueRemove(name, fan);
@@ -96,7 +98,7 @@ export class ClientOutbox<Client extends FanOutTarget> {
   retract(name: string, fan: FanOut): void {
     const held = this.held.get(name);
     if (held === undefined || held === TOLD_ABSENT) return;
-    this.ledger.notePrior(name);
+    this.ledger.notePrior(name, held);
     this.held.delete(name);
     this.world?.delete(name);
     this.queueRemove(name, fan);
