@@ -31,7 +31,10 @@ interface WarmPage {
 }
 type WarmFetch = WarmPage & { values: Promise<Array<Buffer | null> | typeof FAILED> };
 
-const WARM_FETCHES_IN_FLIGHT = 4;
+/** MGET pages of a warm load in flight at once. */
+export const WARM_FETCHES_IN_FLIGHT = 4;
+/** Records per MGET page of a warm load, unless told otherwise. */
+export const WARM_PAGE_RECORDS = 1000;
 /** Member sets read per round trip (the next round is read while this one's pages are fetched). */
 const GLOBS_PER_READ = 16;
 
@@ -66,7 +69,7 @@ export interface WarmSource {
  */
 export async function* warmLoad(src: WarmSource, opts: { count?: number; waitMs?: number } = {}): AsyncGenerator<StoredResource[], void, undefined> {
   const { conn } = src;
-  const count = opts.count ?? 1000;
+  const count = opts.count ?? WARM_PAGE_RECORDS;
   if (!(await conn.waitUntilHealthy(opts.waitMs ?? 2000))) {
     if (!conn.closed) {
       conn.countError('warmLoad');

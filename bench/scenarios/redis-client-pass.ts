@@ -1,0 +1,83 @@
+/**
+ * The Redis client's own pass, run in a process of its own so that it leaves
+ * the coordinator's memory as it found it (a read of 100,000 records makes the
+ * next ones in the same process cheaper, and the warm loads are timed there):
+ * ioredis, the client the store is built on, MGETs every record key under a
+ * pattern in pages and with pages in flight as the warm load does, and drops
+ * each reply. The keys are listed first (SCAN, not timed).
+ *
+ *   node redis-client-pass.js <redis url> <key pattern> <passes>
+ *
+ * Prints one JSON line: per pass, wall seconds, this process's CPU µs per
+ * record, its minor page faults, and redis-server's CPU µs per record.
+ */
+import Redis from 'ioredis';
+import { WARM_FETCHES_IN_FLIGHT, WARM_PAGE_RECORDS } from '../../src/cache/redis-warm-load';
+
+export interface ClientPassRun {
+  secs: number;
+  cpuUs: number;
+  faults: number;
+  serverUs: number;
+}
+
+async function serverCpuSecs(client: Redis): Promise<number> {
+  const info = await client.info('cpu');
+  const f = (name: string): number => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? NaN);
+  return f('used_cpu_user') + f('used_cpu_sys');
+}
+
+async function listKeys(client: Redis, pattern: string): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, page] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    cursor = next;
+    keys.push(...page);
+  } while (cursor !== '0');
+  return keys;
+}
+
+/** One pass: resolves how many of `keys` had a value. */
+async function pass(client: Redis, keys: string[]): Promise<number> {
+  let read = 0;
+  const inFlight: Array<Promise<Array<Buffer | null>>> = [];
+  const count = (values: Array<Buffer | null>): number => values.filter((v) => v !== null).length;
+  for (let i = 0; i < keys.length; i += WARM_PAGE_RECORDS) {
+    inFlight.push(client.mgetBuffer(keys.slice(i, i + WARM_PAGE_RECORDS)));
+    if (inFlight.length >= WARM_FETCHES_IN_FLIGHT) read += count(await inFlight.shift()!);
+  }
+  while (inFlight.length > 0) read += count(await inFlight.shift()!);
+  return read;
+}
+
+async function main(): Promise<void> {
+  const [url, pattern, passes] = process.argv.slice(2);
+  if (!url || !pattern || !passes) throw new Error('usage: redis-client-pass <redis url> <key pattern> <passes>');
+  const client = new Redis(url);
+  try {
+    const keys = await listKeys(client, pattern);
+    const runs: ClientPassRun[] = [];
+    for (let k = 0; k < Number(passes); k++) {
+      const server0 = await serverCpuSecs(client);
+      const c = process.cpuUsage();
+      const f = process.resourceUsage().minorPageFault;
+      const t = process.hrtime.bigint();
+      const read = await pass(client, keys);
+      const secs = Number(process.hrtime.bigint() - t) / 1e9;
+      const cpu = process.cpuUsage(c);
+      const faults = process.resourceUsage().minorPageFault - f;
+      const serverUs = ((await serverCpuSecs(client)) - server0) * 1e6;
+      if (read !== keys.length) throw new Error(`read ${read} of ${keys.length}`);
+      runs.push({ secs, cpuUs: (cpu.user + cpu.system) / read, faults, serverUs: serverUs / read });
+    }
+    process.stdout.write(`${JSON.stringify({ records: keys.length, runs })}\n`);
+  } finally {
+    client.disconnect();
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});
