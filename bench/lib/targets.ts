@@ -30,14 +30,25 @@ const NOT_AT_THIS_SIZE = 'not at this size (--full)';
 export function atLeast(target: string, value: number | undefined, bound: number, digits = 2): TargetCheck {
   const text = `${target} ≥ ${bound}`;
   if (value === undefined) return { target: text, value: NOT_AT_THIS_SIZE, verdict: 'n/a' };
-  return { target: text, value: fmt(value, digits), verdict: Number.isFinite(value) && value >= bound ? 'met' : 'missed' };
+  return { target: text, value: shown(value, bound, digits), verdict: Number.isFinite(value) && value >= bound ? 'met' : 'missed' };
 }
 
 /** `value` ≤ `bound` (a cost: lower is better); undefined: not measured in this run. */
 export function atMost(target: string, value: number | undefined, bound: number, digits = 2, unit = ''): TargetCheck {
   const text = `${target} ≤ ${bound}${unit}`;
   if (value === undefined) return { target: text, value: NOT_AT_THIS_SIZE, verdict: 'n/a' };
-  return { target: text, value: `${fmt(value, digits)}${unit}`, verdict: Number.isFinite(value) && value <= bound ? 'met' : 'missed' };
+  return { target: text, value: `${shown(value, bound, digits)}${unit}`, verdict: Number.isFinite(value) && value <= bound ? 'met' : 'missed' };
+}
+
+/**
+ * `value` with `digits` decimals, or more (up to four) while it would read
+ * as the bound itself: 0.9499 against 0.95 is shown as 0.9499, not as a
+ * missed 0.95.
+ */
+function shown(value: number, bound: number, digits: number): string {
+  let d = digits;
+  while (d < 4 && value !== bound && Math.round(value * 10 ** d) === Math.round(bound * 10 ** d)) d++;
+  return fmt(value, d);
 }
 
 /** One line per verdict: ✅ met, ❌ missed, – not judged. */
