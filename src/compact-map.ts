@@ -7,8 +7,10 @@
  * Emptied, it holds nothing again: the next key goes into the fields.
  *
  * Keys compare as in a Map (SameValueZero) and iterate in insertion order.
- * One difference: an iteration begun while it holds a single entry, or
- * while a delete empties it, does not see keys added during it (a Map's does).
+ * Unlike a Map's, an iteration in progress does not see some changes: one
+ * begun while it holds a single entry misses keys added during it, and one
+ * begun while it held several misses the delete that empties it (and keys
+ * added after that delete).
  */
 export class CompactMap<K, V> implements ReadonlyMap<K, V> {
   /** Every entry, once a second key was added. */

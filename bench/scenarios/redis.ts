@@ -418,7 +418,7 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
   const warmBound = med((r) => r.serverUs.getSpread / r.serverUs.warm);
   const foreignBound = med((r) => r.serverUs.warmForeign / r.serverUs.warmBeforeForeign);
   const bound = (x: number, how: string): string => ` (redis-server's own bound in this run: ${fmtRatio(x)}, ${how})`;
-  // The client side's bound for the warm load: the client library alone, reading the same records (clientPass).
+  // The client side's bound for the warm load: the client library alone, reading the same records (redis-client-pass.ts).
   const warmClientBound = med((r) => r.clientPassRate / r.getSpreadPerSec);
   const warmOfClient = med((r) => r.warmRate / r.clientPassRate);
   const relayRounds = rounds.filter((r) => r.relay !== undefined);
