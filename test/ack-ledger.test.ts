@@ -16,11 +16,11 @@ const TYPE = 'type.googleapis.com/envoy.config.listener.v3.Listener';
 /** Records and sends one response: `adds` as [name, version], `removes` told absent. */
 function send(ledger: AckLedger, nonce: string, adds: Array<[string, string]>, removes: string[] = []): OutgoingResponse {
   for (const [name, version] of adds) {
-    ledger.notePrior(name);
+    ledger.notePrior(name, ledger.held.get(name));
     ledger.held.set(name, version);
   }
   for (const name of removes) {
-    ledger.notePrior(name);
+    ledger.notePrior(name, ledger.held.get(name));
     ledger.held.set(name, TOLD_ABSENT);
   }
   const response: OutgoingResponse = {

@@ -13,6 +13,7 @@
  */
 import Redis from 'ioredis';
 import { WARM_FETCHES_IN_FLIGHT, WARM_PAGE_RECORDS } from '../../src/cache/redis-warm-load';
+import { usedCpuSecs } from '../lib/redis-info';
 
 export interface ClientPassRun {
   secs: number;
@@ -22,9 +23,7 @@ export interface ClientPassRun {
 }
 
 async function serverCpuSecs(client: Redis): Promise<number> {
-  const info = await client.info('cpu');
-  const f = (name: string): number => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? NaN);
-  return f('used_cpu_user') + f('used_cpu_sys');
+  return usedCpuSecs(await client.info('cpu'));
 }
 
 async function listKeys(client: Redis, pattern: string): Promise<string[]> {

@@ -42,6 +42,7 @@ import { encodeResource, payloadOf } from '../origin';
 import type { BenchContext, ScenarioResult, TargetCheck } from '../lib/context';
 import type { ClientPassRun } from './redis-client-pass';
 import { TYPE_URL, urn, type Plan } from '../lib/names';
+import { usedCpuSecs } from '../lib/redis-info';
 import { LOAD_CORE, SERVER_CORE, freePort, memStatus, sleep, spawnPinned, stopChild } from '../lib/proc';
 import { GenPool, cliHasFlag, metricValue, startRelay } from '../lib/servers';
 import { fmt, fmtRatio, median } from '../lib/stats';
@@ -118,11 +119,9 @@ function cli(port: number, ...args: string[]): string {
   return spawnSync('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { encoding: 'utf8' }).stdout.trim();
 }
 
-/** CPU seconds redis-server has used so far (INFO cpu: getrusage, µs resolution, unlike /proc's 10 ms ticks). */
+/** CPU seconds redis-server has used so far. */
 function serverCpuSecs(port: number): number {
-  const info = cli(port, 'info', 'cpu');
-  const f = (name: string): number => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? NaN);
-  return f('used_cpu_user') + f('used_cpu_sys');
+  return usedCpuSecs(cli(port, 'info', 'cpu'));
 }
 
 /** Total commands the server has executed (INFO commandstats). */
@@ -328,7 +327,7 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
     if (bare.keys !== TOTAL) throw new Error(`redis-cli --scan listed ${bare.keys} of ${TOTAL}`);
     const passes = await clientPasses(url, pattern, LOADS);
     if (passes.length !== LOADS) throw new Error(`redis-client-pass made ${passes.length} of ${LOADS} passes`);
-    serverUs(1);
+    serverUs(1); // the pass measured its own share of redis-server's CPU: the next measurement starts here
 
     const r: Round = {
       setPerSec,

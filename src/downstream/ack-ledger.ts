@@ -91,9 +91,10 @@ export class AckLedger {
    * yet; call it before `held` changes. Nothing is recorded when it held
    * nothing: a first sync (a reconnect storm, a new client) then costs no
    * map, and status views find such names among the responses in flight instead.
-   * `before`: `held`'s entry for `name`, when the caller has just read it.
+   * `before`: `held`'s entry for `name`, which the caller has just read
+   * (to decide whether anything changes).
    */
-  notePrior(name: string, before: string | undefined = this.held.get(name)): void {
+  notePrior(name: string, before: string | undefined): void {
     if (before === undefined) return;
     const prior = (this.prior ??= new CompactMap());
     if (!prior.has(name)) prior.set(name, before);
