@@ -72,7 +72,9 @@ export class Router {
   ) {}
 
   route(typeUrl: string, name: string): Route | Rejection {
-    return remembered(this.routes, typeUrl, name, () => this.computeRoute(typeUrl, name));
+    const memo = memoOf(this.routes, typeUrl);
+    const r = memo.get(name);
+    return r !== undefined ? r : remember(memo, name, this.computeRoute(typeUrl, name));
   }
 
   private computeRoute(typeUrl: string, name: string): Route | Rejection {
@@ -108,7 +110,9 @@ export class Router {
     // Authorities are the configured ones (and null): one memo each, no bound needed on them.
     let memos = this.resourceKeys.get(authority);
     if (!memos) this.resourceKeys.set(authority, (memos = new Map()));
-    return remembered(memos, typeUrl, name, () => this.computeResourceKey(authority, typeUrl, name));
+    const memo = memoOf(memos, typeUrl);
+    const k = memo.get(name);
+    return k !== undefined ? k : remember(memo, name, this.computeResourceKey(authority, typeUrl, name));
   }
 
   private computeResourceKey(authority: string | null, typeUrl: string, name: string): ResourceKey | DropReason {
@@ -134,7 +138,10 @@ export class Router {
    * whichever upstream serves it; undefined for names no upstream could send.
    */
   heldKey(typeUrl: string, name: string): ResourceKey | undefined {
-    return remembered(this.heldKeys, typeUrl, name, () => this.computeHeldKey(typeUrl, name) ?? null) ?? undefined;
+    const memo = memoOf(this.heldKeys, typeUrl);
+    let k = memo.get(name);
+    if (k === undefined) k = remember(memo, name, this.computeHeldKey(typeUrl, name) ?? null);
+    return k ?? undefined;
   }
 
   private computeHeldKey(typeUrl: string, name: string): ResourceKey | undefined {
@@ -174,18 +181,25 @@ export class Router {
 }
 
 /** `memos[typeUrl][name]`, computed on a miss; bounded per type and in types (the memo starts over past either). */
-function remembered<T>(memos: Map<string, Map<string, T>>, typeUrl: string, name: string, compute: () => T): T {
+/**
+ * The memo of `typeUrl` among `memos`, made on first use. The callers look a
+ * name up in it and compute only on a miss (remember): no closure per call,
+ * as they run for every name of every request and every upstream resource.
+ */
+function memoOf<T>(memos: Map<string, Map<string, T>>, typeUrl: string): Map<string, T> {
   let memo = memos.get(typeUrl);
   if (!memo) {
     if (memos.size >= ROUTE_MEMO_TYPES) memos.clear();
     memos.set(typeUrl, (memo = new Map()));
   }
-  let r = memo.get(name);
-  if (r === undefined) {
-    if (memo.size >= ROUTE_MEMO_LIMIT) memo.clear();
-    memo.set(name, (r = compute()));
-  }
-  return r;
+  return memo;
+}
+
+/** Stores `value` for `name` in `memo` (starting it over once full) and returns it. */
+function remember<T>(memo: Map<string, T>, name: string, value: T): T {
+  if (memo.size >= ROUTE_MEMO_LIMIT) memo.clear();
+  memo.set(name, value);
+  return value;
 }
 
 export function isRejection(r: Route | Rejection): r is Rejection {
