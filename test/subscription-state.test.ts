@@ -5,8 +5,13 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { discoveryResponseCodec } from '../src/proto/messages';
-import { chunkBySize } from '../src/downstream/responses';
+import { deltaResponseCodec, discoveryResponseCodec, resourceCodec } from '../src/proto/messages';
+import { DeltaResponses, NonceSource, chunkBySize, contentHash } from '../src/downstream/responses';
+import type { Pending } from '../src/downstream/outgoing';
+import { makeVariant, type Variant } from '../src/cache/memory-cache';
+import { FanOut } from '../src/engine/fan-out';
+import { RelayMetrics } from '../src/metrics';
+import { makeResource } from './support/origin';
 import { LISTENER } from './support/names';
 import { L, setup } from './support/engine-harness';
 
@@ -112,6 +117,39 @@ test('responses: clients asking one after another for the same large set share o
   assert.equal(second.stream.sent.length, 2);
   assert.notEqual(second.stream.sent[1].nonce, second.stream.sent[0].nonce);
   assert.equal(second.stream.decoded()[1].resources!.length, 10);
+});
+
+/** Two id pairs whose responses' contents hash alike (a birthday search: about 2^16 tries). */
+function collidingIdPairs(): [[number, number], [number, number]] {
+  const seen = new Map<number, number>();
+  const pair = (i: number): [number, number] => [1_000_000 + i, 2_000_000 + i];
+  const hashOf = (ids: [number, number]): number => contentHash(ids.map((id) => ({ id })) as unknown as Variant[], []);
+  for (let i = 0; ; i++) {
+    const h = hashOf(pair(i));
+    const j = seen.get(h);
+    if (j !== undefined) return [pair(j), pair(i)];
+    seen.set(h, i);
+  }
+}
+
+test('responses: two different answers whose contents hash alike are each sent as they are, in one round and the next', () => {
+  const [ids1, ids2] = collidingIdPairs();
+  // Members of over 1 KB, so each answer is also kept for later rounds.
+  const variant = (id: number, name: string): Variant => {
+    const bytes = Buffer.from(resourceCodec.encode(makeResource(LISTENER, L(name), 'x'.repeat(1100), 'v1')));
+    return { ...makeVariant(L(name), L(name), 'v1', bytes), id };
+  };
+  const one = ids1.map((id, i) => variant(id, `g/one${i}`));
+  const two = ids2.map((id, i) => variant(id, `g/two${i}`));
+  const builder = new DeltaResponses(new NonceSource(), new RelayMetrics(), 4 * 1024 * 1024);
+  const { client } = setup();
+  const pending = (adds: Variant[]): Pending => ({ adds, removes: [], errors: [], forced: false });
+  const names = (rs: { bytes: Buffer }[]): string[] => rs.flatMap((r) => deltaResponseCodec.decode(r.bytes).resources!.map((x) => x.name!));
+  const round = new FanOut();
+  assert.deepEqual(names(builder.build(client().state, pending(one), round)), one.map((v) => v.name));
+  assert.deepEqual(names(builder.build(client().state, pending(two), round)), two.map((v) => v.name), 'the same round');
+  assert.deepEqual(names(builder.build(client().state, pending(one), new FanOut())), one.map((v) => v.name), 'a later round');
+  assert.deepEqual(names(builder.build(client().state, pending(two), new FanOut())), two.map((v) => v.name), 'a later round, again');
 });
 
 test('responses: clients asking one after another for a glob of a few large members share one encoding', () => {

@@ -60,6 +60,8 @@ const resourceBytes = (v: Variant): number => v.bytes.length + 8;
 const payloadBytes = (v: Variant): number => (v.payload?.length ?? 0) + 8;
 
 const NO_NAMES: readonly string[] = [];
+/** What stands for "a whole state of the world" among a shared SotW answer's removed names (it has none). */
+const WHOLE_STATE: readonly string[] = ['*'];
 const NO_ERRORS: readonly Buffer[] = [];
 
 /** `items` in runs that each fit in a response of `maxBytes` (all in one when they fit). */
@@ -92,23 +94,39 @@ function encodeRuns(
   });
 }
 
-/** Content signature for sharing an encoding between clients: variant ids, then removed names. */
-function signature(typeUrl: string, adds: readonly Variant[], removes: readonly string[]): string {
-  let sig = typeUrl;
-  for (const v of adds) sig += `,${v.id}`;
-  if (removes.length > 0) sig += `\n${removes.join('\n')}`;
-  return sig;
+/**
+ * An encoding shared between clients, with what it was encoded from: its
+ * type, variants (in order) and removed names. Kept under contentHash of
+ * those, and compared in full on a hit (sameContent), so two contents of
+ * one hash are never mixed up: the second is simply not shared.
+ */
+interface SharedAnswer {
+  readonly typeUrl: string;
+  readonly adds: readonly Variant[];
+  readonly removes: readonly string[];
+  readonly responses: OutgoingResponse[];
 }
 
-/** The responses for `key` in this fan-out round: encoded by the first client that needs them, shared by the rest. */
-function shared(fan: FanOut, protocol: string, key: unknown, encode: () => OutgoingResponse[]): OutgoingResponse[] {
-  const memo = fan.memo(protocol);
-  let responses = memo.get(key) as OutgoingResponse[] | undefined;
-  if (!responses) {
-    responses = encode();
-    memo.set(key, responses);
-  }
-  return responses;
+/**
+ * A 32-bit hash of a response's content: its variants' ids in order, then its
+ * removed names. Variant ids are unique, so one hash almost always means one
+ * content. Computed for every client a round sends more than one change to
+ * (a reconnect storm: every client); a string of every id, as a key, cost
+ * each such client a few kilobytes of garbage and the hashing of that string.
+ */
+export function contentHash(adds: readonly Variant[], removes: readonly string[]): number {
+  let h = Math.imul(adds.length ^ 0x811c9dc5, 0x01000193) ^ removes.length;
+  for (let i = 0; i < adds.length; i++) h = Math.imul(h ^ adds[i]!.id, 0x01000193);
+  for (const name of removes) for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193);
+  return h;
+}
+
+/** Whether `a` was encoded from exactly this content. */
+function sameContent(a: SharedAnswer, typeUrl: string, adds: readonly Variant[], removes: readonly string[]): boolean {
+  if (a.typeUrl !== typeUrl || a.adds.length !== adds.length || a.removes.length !== removes.length) return false;
+  for (let i = 0; i < adds.length; i++) if (a.adds[i] !== adds[i]) return false;
+  for (let i = 0; i < removes.length; i++) if (a.removes[i] !== removes[i]) return false;
+  return true;
 }
 
 /**
@@ -128,7 +146,7 @@ function shared(fan: FanOut, protocol: string, key: unknown, encode: () => Outgo
  * growing by every answer they were sent, up to the bound.
  */
 class RecentAnswers {
-  private readonly byKey = new Map<string, OutgoingResponse[]>();
+  private readonly byHash = new Map<number, SharedAnswer>();
   private bytes = 0;
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
@@ -140,49 +158,47 @@ class RecentAnswers {
     this.closed = true;
     clearTimeout(this.timer);
     this.timer = undefined;
-    this.byKey.clear();
+    this.byHash.clear();
     this.bytes = 0;
   }
 
-  get(key: string, state: SubscriptionState): OutgoingResponse[] | undefined {
-    const hit = this.byKey.get(key);
-    if (!hit) return undefined;
-    if (isStale(hit)) {
-      this.drop(key, hit);
+  /** The answer kept for this content (its contentHash `hash`) that `state` may be sent. */
+  get(hash: number, typeUrl: string, adds: readonly Variant[], removes: readonly string[], state: SubscriptionState): SharedAnswer | undefined {
+    const hit = this.byHash.get(hash);
+    if (!hit || !sameContent(hit, typeUrl, adds, removes)) return undefined;
+    if (isStale(hit.responses)) {
+      this.drop(hash, hit);
       return undefined;
     }
     // A stream never gets the same nonce twice.
-    if (hit.some((r) => r.nonce === state.ledger.lastNonce || state.ledger.unacked.includes(r))) return undefined;
+    if (hit.responses.some((r) => r.nonce === state.ledger.lastNonce || state.ledger.unacked.includes(r))) return undefined;
     return hit;
   }
 
-  set(key: string, responses: OutgoingResponse[]): void {
+  /** Keeps `answer` under `hash`, in place of whatever that hash kept. */
+  set(hash: number, answer: SharedAnswer): void {
     if (this.closed) return;
     this.sweep(SWEEP_PER_STORE);
     this.scheduleSweep();
-    let size = 0;
-    for (const r of responses) size += r.bytes.length;
+    const size = bytesOf(answer);
     if (size > this.maxBytes / 4) return;
-    const prev = this.byKey.get(key);
-    if (prev) this.drop(key, prev);
-    this.byKey.set(key, responses);
+    const prev = this.byHash.get(hash);
+    if (prev) this.drop(hash, prev);
+    this.byHash.set(hash, answer);
     this.bytes += size;
-    for (const [k, rs] of this.byKey) {
+    for (const [h, a] of this.byHash) {
       if (this.bytes <= this.maxBytes) break;
-      this.drop(k, rs);
+      this.drop(h, a);
     }
   }
 
   /** Looks at up to `n` of the oldest answers: stale ones go, live ones move to the back. */
   sweep(n: number): void {
-    for (let i = 0; i < n && this.byKey.size > 0; i++) {
-      const [k, rs] = this.byKey.entries().next().value as [string, OutgoingResponse[]];
-      this.byKey.delete(k);
-      if (isStale(rs)) {
-        for (const r of rs) this.bytes -= r.bytes.length;
-      } else {
-        this.byKey.set(k, rs);
-      }
+    for (let i = 0; i < n && this.byHash.size > 0; i++) {
+      const [h, a] = this.byHash.entries().next().value as [number, SharedAnswer];
+      this.byHash.delete(h);
+      if (isStale(a.responses)) this.bytes -= bytesOf(a);
+      else this.byHash.set(h, a);
     }
   }
 
@@ -191,16 +207,22 @@ class RecentAnswers {
     if (this.timer || this.closed) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      this.sweep(this.byKey.size);
-      if (this.byKey.size > 0) this.scheduleSweep();
+      this.sweep(this.byHash.size);
+      if (this.byHash.size > 0) this.scheduleSweep();
     }, SWEEP_INTERVAL_MS);
     this.timer.unref();
   }
 
-  private drop(key: string, rs: OutgoingResponse[]): void {
-    this.byKey.delete(key);
-    for (const r of rs) this.bytes -= r.bytes.length;
+  private drop(hash: number, answer: SharedAnswer): void {
+    this.byHash.delete(hash);
+    this.bytes -= bytesOf(answer);
   }
+}
+
+function bytesOf(answer: SharedAnswer): number {
+  let size = 0;
+  for (const r of answer.responses) size += r.bytes.length;
+  return size;
 }
 
 /** Answers looked at per store: more than one, so stale answers go faster than new ones come. */
@@ -275,18 +297,28 @@ export class DeltaResponses implements ResponseBuilder {
   build(state: SubscriptionState, p: Pending, fan: FanOut | undefined): OutgoingResponse[] {
     // Errors are rare and per client: never shared.
     if (!fan || !this.share || p.errors.length > 0) return this.encode(state.typeUrl, p);
-    // The common case — one changed resource — is keyed by the shared variant itself: no string building.
-    if (p.adds.length === 1 && p.removes.length === 0 && !p.forced) return shared(fan, this.protocol, p.adds[0], () => this.encode(state.typeUrl, p));
-    const key = signature(state.typeUrl, p.adds, p.removes);
-    return shared(fan, this.protocol, key, () => {
-      // A heartbeat's copy is made for one refresh and never offered again: an answer carrying one would never be hit.
-      if (p.forced || !worthSharingAcrossRounds(p.adds) || carriesHeartbeat(p.adds)) return this.encode(state.typeUrl, p);
-      const hit = this.recent.get(key, state);
-      if (hit) return hit;
-      const fresh = this.encode(state.typeUrl, p);
-      this.recent.set(key, fresh);
-      return fresh;
-    });
+    const { typeUrl } = state;
+    const memo = fan.memo(this.protocol);
+    // The common case — one changed resource — is keyed by the shared variant itself. (No closure
+    // here: this runs for every client a round reaches.)
+    if (p.adds.length === 1 && p.removes.length === 0 && !p.forced) {
+      const variant = p.adds[0]!;
+      let responses = memo.get(variant) as OutgoingResponse[] | undefined;
+      if (!responses) memo.set(variant, (responses = this.encode(typeUrl, p)));
+      return responses;
+    }
+    const hash = contentHash(p.adds, p.removes);
+    const inRound = memo.get(hash) as SharedAnswer | undefined;
+    if (inRound) return sameContent(inRound, typeUrl, p.adds, p.removes) ? inRound.responses : this.encode(typeUrl, p);
+    // A heartbeat's copy is made for one refresh and never offered again: an answer carrying one would never be hit.
+    const acrossRounds = !p.forced && worthSharingAcrossRounds(p.adds) && !carriesHeartbeat(p.adds);
+    let answer = acrossRounds ? this.recent.get(hash, typeUrl, p.adds, p.removes, state) : undefined;
+    if (!answer) {
+      answer = { typeUrl, adds: p.adds, removes: p.removes, responses: this.encode(typeUrl, p) };
+      if (acrossRounds) this.recent.set(hash, answer);
+    }
+    memo.set(hash, answer);
+    return answer.responses;
   }
 
   private encode(typeUrl: string, p: Pending): OutgoingResponse[] {
@@ -335,9 +367,24 @@ export class SotwResponses implements ResponseBuilder {
       items = [...byName.values()];
       if (items.length === 0 && p.errors.length === 0 && !p.forced) return [];
     }
-    if (!fan || !this.share || p.errors.length > 0) return this.encode(state.typeUrl, items, p, world !== undefined);
-    const key: unknown = !world && items.length === 1 ? items[0] : signature(state.typeUrl, items, world ? ['*'] : []);
-    return shared(fan, this.protocol, key, () => this.encode(state.typeUrl, items, p, world !== undefined));
+    const fullState = world !== undefined;
+    if (!fan || !this.share || p.errors.length > 0) return this.encode(state.typeUrl, items, p, fullState);
+    const { typeUrl } = state;
+    const memo = fan.memo(this.protocol);
+    if (!fullState && items.length === 1) {
+      const variant = items[0]!;
+      let responses = memo.get(variant) as OutgoingResponse[] | undefined;
+      if (!responses) memo.set(variant, (responses = this.encode(typeUrl, items, p, false)));
+      return responses;
+    }
+    // A whole state is encoded unsplit: it shares only with another whole state.
+    const marker = fullState ? WHOLE_STATE : NO_NAMES;
+    const hash = contentHash(items, marker);
+    const inRound = memo.get(hash) as SharedAnswer | undefined;
+    if (inRound) return sameContent(inRound, typeUrl, items, marker) ? inRound.responses : this.encode(typeUrl, items, p, fullState);
+    const responses = this.encode(typeUrl, items, p, fullState);
+    memo.set(hash, { typeUrl, adds: items, removes: marker, responses });
+    return responses;
   }
 
   private encode(typeUrl: string, items: Variant[], p: Pending, fullState: boolean): OutgoingResponse[] {
