@@ -132,13 +132,14 @@ function sameContent(a: SharedAnswer, typeUrl: string, adds: readonly Variant[],
 /**
  * Large answers that clients asking for the same thing get one after another
  * (a reconnect storm: each client's first request is its own round, but most
- * ask for the same names), shared across rounds. Keyed by content: variants
- * are immutable and their ids unique, so a hit is byte-for-byte the answer.
- * Bounded by bytes; the oldest go first.
+ * ask for the same names), shared across rounds. Kept under the hash of
+ * their content and taken only for the same content: variants are immutable
+ * and their ids unique, so a hit is byte-for-byte the answer. Bounded by
+ * bytes; the oldest go first; one hash keeps one answer (the latest).
  *
  * An answer holding a variant the cache has retired (a newer version came,
  * or the last subscriber left and the resource was dropped) can never be
- * asked for again: its key names that variant's id. Such answers are
+ * asked for again: its content names that variant. Such answers are
  * dropped as they are found — a few of the oldest are looked at on every
  * store, and all of them once a second while any are kept — rather than
  * kept until the byte bound pushes them out: streams coming and going, each

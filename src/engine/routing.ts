@@ -180,11 +180,11 @@ export class Router {
   }
 }
 
-/** `memos[typeUrl][name]`, computed on a miss; bounded per type and in types (the memo starts over past either). */
 /**
- * The memo of `typeUrl` among `memos`, made on first use. The callers look a
- * name up in it and compute only on a miss (remember): no closure per call,
- * as they run for every name of every request and every upstream resource.
+ * The memo of `typeUrl` among `memos`, made on first use (past
+ * ROUTE_MEMO_TYPES types, all start over). The callers look a name up in it
+ * and compute only on a miss (remember): no closure per call, as they run
+ * for every name of every request and every upstream resource.
  */
 function memoOf<T>(memos: Map<string, Map<string, T>>, typeUrl: string): Map<string, T> {
   let memo = memos.get(typeUrl);
@@ -195,7 +195,7 @@ function memoOf<T>(memos: Map<string, Map<string, T>>, typeUrl: string): Map<str
   return memo;
 }
 
-/** Stores `value` for `name` in `memo` (starting it over once full) and returns it. */
+/** Stores `value` for `name` in `memo` (starting it over past ROUTE_MEMO_LIMIT names) and returns it. */
 function remember<T>(memo: Map<string, T>, name: string, value: T): T {
   if (memo.size >= ROUTE_MEMO_LIMIT) memo.clear();
   memo.set(name, value);
