@@ -1,6 +1,7 @@
 /**
  * Processes for the benchmark: spawn pinned to a core with taskset, read CPU
- * time and memory from /proc, free ports, HTTP GETs against 127.0.0.1.
+ * time and memory from /proc, free ports, HTTP GETs against 127.0.0.1, and
+ * what a piece of work costs this process.
  */
 import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -21,6 +22,17 @@ function ticksPerSecond(): number {
     clkTck = Number.isFinite(n) && n > 0 ? n : 100;
   }
   return clkTck;
+}
+
+/** What `work` cost this process: its result, wall seconds, CPU µs (user + system) and minor page faults. */
+export async function costOf<T>(work: () => Promise<T>): Promise<{ result: T; secs: number; cpuUs: number; faults: number }> {
+  const cpu0 = process.cpuUsage();
+  const faults0 = process.resourceUsage().minorPageFault;
+  const t0 = process.hrtime.bigint();
+  const result = await work();
+  const secs = Number(process.hrtime.bigint() - t0) / 1e9;
+  const cpu = process.cpuUsage(cpu0);
+  return { result, secs, cpuUs: cpu.user + cpu.system, faults: process.resourceUsage().minorPageFault - faults0 };
 }
 
 /** utime + stime of a process (all its threads), in seconds; NaN when it is gone. */

@@ -13,6 +13,7 @@
  */
 import Redis from 'ioredis';
 import { WARM_FETCHES_IN_FLIGHT, WARM_PAGE_RECORDS } from '../../src/cache/redis-warm-load';
+import { costOf } from '../lib/proc';
 import { usedCpuSecs } from '../lib/redis-info';
 
 export interface ClientPassRun {
@@ -59,16 +60,11 @@ async function main(): Promise<void> {
     const runs: ClientPassRun[] = [];
     for (let k = 0; k < Number(passes); k++) {
       const server0 = await serverCpuSecs(client);
-      const c = process.cpuUsage();
-      const f = process.resourceUsage().minorPageFault;
-      const t = process.hrtime.bigint();
-      const read = await pass(client, keys);
-      const secs = Number(process.hrtime.bigint() - t) / 1e9;
-      const cpu = process.cpuUsage(c);
-      const faults = process.resourceUsage().minorPageFault - f;
+      const cost = await costOf(() => pass(client, keys));
       const serverUs = ((await serverCpuSecs(client)) - server0) * 1e6;
+      const read = cost.result;
       if (read !== keys.length) throw new Error(`read ${read} of ${keys.length}`);
-      runs.push({ secs, cpuUs: (cpu.user + cpu.system) / read, faults, serverUs: serverUs / read });
+      runs.push({ secs: cost.secs, cpuUs: cost.cpuUs / read, faults: cost.faults, serverUs: serverUs / read });
     }
     process.stdout.write(`${JSON.stringify({ records: keys.length, runs })}\n`);
   } finally {

@@ -43,7 +43,7 @@ import type { BenchContext, ScenarioResult, TargetCheck } from '../lib/context';
 import type { ClientPassRun } from './redis-client-pass';
 import { TYPE_URL, urn, type Plan } from '../lib/names';
 import { usedCpuSecs } from '../lib/redis-info';
-import { LOAD_CORE, SERVER_CORE, freePort, memStatus, sleep, spawnPinned, stopChild } from '../lib/proc';
+import { LOAD_CORE, SERVER_CORE, costOf, freePort, memStatus, sleep, spawnPinned, stopChild } from '../lib/proc';
 import { GenPool, cliHasFlag, metricValue, startRelay } from '../lib/servers';
 import { fmt, fmtRatio, median } from '../lib/stats';
 
@@ -303,15 +303,13 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
     // Warm load back through the store: the median of LOADS loads (one load swings by a third with the
     // garbage collector's state, left by the write phase in this same process).
     const oneLoad = async (): Promise<Timed> => {
-      const c = process.cpuUsage();
-      const f = process.resourceUsage().minorPageFault;
-      const t = process.hrtime.bigint();
-      let loaded = 0;
-      for await (const page of reader.warmLoad({ waitMs: 5000 })) loaded += page.length;
-      const secs = Number(process.hrtime.bigint() - t) / 1e9;
-      const cpu = process.cpuUsage(c);
-      if (loaded !== TOTAL) throw new Error(`warmLoad read ${loaded} of ${TOTAL}`);
-      return { secs, cpuUs: (cpu.user + cpu.system) / TOTAL, faults: process.resourceUsage().minorPageFault - f };
+      const cost = await costOf(async () => {
+        let loaded = 0;
+        for await (const page of reader.warmLoad({ waitMs: 5000 })) loaded += page.length;
+        return loaded;
+      });
+      if (cost.result !== TOTAL) throw new Error(`warmLoad read ${cost.result} of ${TOTAL}`);
+      return { secs: cost.secs, cpuUs: cost.cpuUs / TOTAL, faults: cost.faults };
     };
     const timedLoads = async (times: number): Promise<Timed> => {
       const runs: Timed[] = [];

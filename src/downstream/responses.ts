@@ -110,9 +110,10 @@ interface SharedAnswer {
 /**
  * A 32-bit hash of a response's content: its variants' ids in order, then its
  * removed names. Variant ids are unique, so one hash almost always means one
- * content. Computed for every client a round sends more than one change to
- * (a reconnect storm: every client); a string of every id, as a key, cost
- * each such client a few kilobytes of garbage and the hashing of that string.
+ * content. Computed for every client a round sends anything but a single
+ * change (a reconnect storm: every client); a string of every id, as a key,
+ * cost each such client a few kilobytes of garbage and the hashing of that
+ * string. Exported for the test that finds two contents of one hash.
  */
 export function contentHash(adds: readonly Variant[], removes: readonly string[]): number {
   let h = Math.imul(adds.length ^ 0x811c9dc5, 0x01000193) ^ removes.length;
