@@ -59,10 +59,16 @@ const PAUSE_AT_WAITING = 4;
 
 type ServerCall = grpc.ServerDuplexStream<Buffer, Buffer>;
 
-/** Each open call's stream, for the listeners every stream shares (AdsStream.onCall…). */
-const streamOfCall = new WeakMap<ServerCall, AdsStream>();
-/** The same, by the HTTP/2 stream whose requests the relay reads itself (AdsStream.onRequestFrame). */
-const streamOfH2 = new WeakMap<http2.ServerHttp2Stream, AdsStream>();
+/**
+ * The stream an open call belongs to, and the HTTP/2 stream whose requests
+ * the relay reads itself, for the listeners every stream shares
+ * (AdsStream.onCall…, onRequestFrame): a property under a symbol of the
+ * relay's own on each of them. A weak map did the same with an entry per
+ * stream in a table that grows by tens of thousands in a reconnect storm,
+ * and work for the garbage collector's ephemeron pass on every collection.
+ */
+const ADS_STREAM = Symbol('xdstp-relay ADS stream');
+type Tagged<T> = T & { [ADS_STREAM]?: AdsStream };
 /** requestMax of a stream whose requests grpc-js reads. */
 const READ_BY_GRPC = -2;
 
@@ -126,11 +132,11 @@ export abstract class AdsStream implements StreamPort, ScheduledWork, RequestFra
     this.identity = opts.identify?.(call, undefined);
     this.h2 = http2StreamOf(call);
     releaseCallMetadata(call, NO_METADATA);
-    streamOfCall.set(call, this);
+    (call as Tagged<ServerCall>)[ADS_STREAM] = this;
     const reader = detachRequestReader(call);
     if (reader) {
       this.requestMax = reader.maxBytes;
-      streamOfH2.set(reader.h2, this);
+      (reader.h2 as Tagged<http2.ServerHttp2Stream>)[ADS_STREAM] = this;
       // grpc-js holds the stream paused until the call is read (the 'data' listener below): then it flows here.
       reader.h2.on('data', AdsStream.onRequestFrame);
     }
@@ -149,17 +155,17 @@ export abstract class AdsStream implements StreamPort, ScheduledWork, RequestFra
   // The call's listeners: one function per event for every stream (an emitter
   // calls its listeners with itself as `this`), not closures made per stream.
 
-  private static onCallData(this: ServerCall, bytes: Buffer): void {
-    streamOfCall.get(this)?.onRequest(bytes);
+  private static onCallData(this: Tagged<ServerCall>, bytes: Buffer): void {
+    this[ADS_STREAM]?.onRequest(bytes);
   }
 
-  private static onRequestFrame(this: http2.ServerHttp2Stream, chunk: Buffer): void {
-    const stream = streamOfH2.get(this);
+  private static onRequestFrame(this: Tagged<http2.ServerHttp2Stream>, chunk: Buffer): void {
+    const stream = this[ADS_STREAM];
     if (stream && !stream.closed) stream.partial = readRequestFrames(chunk, stream.partial, stream.requestMax, stream);
   }
 
-  private static onCallEnd(this: ServerCall): void {
-    const stream = streamOfCall.get(this);
+  private static onCallEnd(this: Tagged<ServerCall>): void {
+    const stream = this[ADS_STREAM];
     // A message cut off by the client's end of stream is a malformed request, not a clean close.
     const missing = stream?.unfinishedRequestBytes();
     if (stream && missing) AdsStream.onTruncated(stream, missing);
@@ -167,20 +173,20 @@ export abstract class AdsStream implements StreamPort, ScheduledWork, RequestFra
     this.end();
   }
 
-  private static onCallError(this: ServerCall, err: Error): void {
-    streamOfCall.get(this)?.close(`stream error: ${err.message}`);
+  private static onCallError(this: Tagged<ServerCall>, err: Error): void {
+    this[ADS_STREAM]?.close(`stream error: ${err.message}`);
   }
 
-  private static onCallCancelled(this: ServerCall): void {
-    streamOfCall.get(this)?.close('cancelled');
+  private static onCallCancelled(this: Tagged<ServerCall>): void {
+    this[ADS_STREAM]?.close('cancelled');
   }
 
-  private static onCallClose(this: ServerCall): void {
-    streamOfCall.get(this)?.close('closed');
+  private static onCallClose(this: Tagged<ServerCall>): void {
+    this[ADS_STREAM]?.close('closed');
   }
 
-  private static onCallDrain(this: ServerCall): void {
-    streamOfCall.get(this)?.onDrain();
+  private static onCallDrain(this: Tagged<ServerCall>): void {
+    this[ADS_STREAM]?.onDrain();
   }
 
   private static onTruncated(stream: AdsStream, missing: number): void {
