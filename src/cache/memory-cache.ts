@@ -37,6 +37,13 @@ export class CacheEntry {
   private variants: Map<string, Variant> | undefined;
   private plain: Variant | undefined;
   private retired = false;
+  /**
+   * What the engine tells every watcher of this entry alike (its 'changed'
+   * update, engine/watch-updates.ts), made once and kept here for it: the
+   * cache only holds it. A weak map keyed by entry did the same, looked up
+   * for every resource of every client a reconnect storm answers.
+   */
+  engineShared: unknown = undefined;
 
   constructor(
     readonly stored: StoredResource,

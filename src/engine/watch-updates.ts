@@ -11,14 +11,15 @@ import type { JoinAuthorizer } from './types';
 export const ABSENT: WatchUpdate = { kind: 'does-not-exist', member: undefined, keepHeld: false };
 export const ABSENT_KEEP_HELD: WatchUpdate = { kind: 'does-not-exist', member: undefined, keepHeld: true };
 
-/** One 'changed' update per cached entry, shared by every watcher and round that hands it on (a storm answers one member to thousands of clients). */
-const changedUpdates = new WeakMap<CacheEntry, WatchUpdate>();
-
+/**
+ * `entry`'s content as an update. Without keepHeld it is one object per
+ * cached entry, kept on the entry and shared by every watcher and round that
+ * hands it on (a storm answers one member to thousands of clients).
+ */
 export function changed(entry: CacheEntry, keepHeld: boolean): WatchUpdate {
   if (keepHeld) return { kind: 'changed', entry, keepHeld };
-  let update = changedUpdates.get(entry);
-  if (!update) changedUpdates.set(entry, (update = { kind: 'changed', entry, keepHeld: false }));
-  return update;
+  // Only this function sets the entry's engineShared, always to this update.
+  return (entry.engineShared ??= { kind: 'changed', entry, keepHeld: false }) as WatchUpdate;
 }
 
 /**
