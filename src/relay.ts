@@ -225,6 +225,7 @@ async function wireRelay(
     serverOptions: { ...security.serverOptions, ...serverOptions },
     credentials: security.credentials,
     onBound: (server) => security.onBound(server),
+    peerOf: (session) => security.peerOf(session),
     maxResponseBytes: config.maxResponseBytes,
     maxRequestBytes: config.maxRequestBytes,
     limits: config.security?.limits,

@@ -111,7 +111,10 @@ test('/debug/clients shows each stream with its node id, subscriptions and ack s
     const clients = list(all.clients);
     assert.deepEqual(clients.map((c) => (c.node as Json).id).sort(), ['envoy-1', 'envoy-2']);
     const e1 = clients.find((c) => (c.node as Json).id === 'envoy-1')!;
-    assert.match(String(e1.peer), /127\.0\.0\.1/);
+    // The client's address and port, as grpc-js's getPeer() writes them.
+    assert.match(String(e1.peer), /^127\.0\.0\.1:\d+$/);
+    const other = clients.find((c) => (c.node as Json).id === 'envoy-2')!;
+    assert.notEqual(other.peer, e1.peer, 'two connections, two client ports');
     assert.equal((e1.ack as Json).nacks, 0);
     assert.ok(String((e1.ack as Json).lastNonce).length > 0);
     const types = list(e1.types);

@@ -25,6 +25,12 @@ export interface AdsStreamOptions {
   builder: ResponseBuilder;
   metrics: RelayMetrics;
   logger: Logger;
+  /**
+   * The client's address (address:port) from the HTTP/2 session its stream
+   * came on, read more cheaply than grpc-js's `getPeer()` (the connection
+   * guard's); undefined, or absent: the call's getPeer().
+   */
+  peerOf?(session: http2.Http2Session | undefined): string | undefined;
   /** The client's identity from its connection (verified certificate), or from its node id where policy allows. */
   identify?(call: grpc.ServerDuplexStream<Buffer, Buffer>, nodeId: string | undefined): string | undefined;
   /** What one stream may cost (names, subscriptions, change rate); absent = unbounded. */
@@ -127,10 +133,10 @@ export abstract class AdsStream implements StreamPort, ScheduledWork, RequestFra
     protected readonly call: grpc.ServerDuplexStream<Buffer, Buffer>,
     protected readonly opts: AdsStreamOptions,
   ) {
-    const peer = call.getPeer();
+    this.h2 = http2StreamOf(call);
+    const peer = opts.peerOf?.(this.h2?.session) ?? call.getPeer();
     this.peer = peer === lastPeer ? lastPeer : (lastPeer = peer);
     this.identity = opts.identify?.(call, undefined);
-    this.h2 = http2StreamOf(call);
     releaseCallMetadata(call, NO_METADATA);
     (call as Tagged<ServerCall>)[ADS_STREAM] = this;
     const reader = detachRequestReader(call);

@@ -24,6 +24,8 @@ export interface DownstreamServerOptions {
   maxRequestBytes: number;
   /** A client's identity (see AdsStreamOptions.identify). */
   identify?: AdsStreamOptions['identify'];
+  /** A client's address (see AdsStreamOptions.peerOf). */
+  peerOf?: AdsStreamOptions['peerOf'];
   /** Per-stream limits (see AdsStreamOptions.limits). */
   limits?: AdsStreamOptions['limits'];
   /** Extra grpc-js server options (e.g. max connection age). */
@@ -88,6 +90,7 @@ export class DownstreamServer {
       metrics,
       logger: this.opts.logger,
       identify: this.opts.identify,
+      peerOf: this.opts.peerOf,
       limits: this.opts.limits,
       changeBudget: this.opts.limits && new TokenBudget(this.opts.limits.subscriptionRate, this.opts.limits.subscriptionBurst),
       relayWarnings: this.relayWarnings,

@@ -242,6 +242,21 @@ export class ConnectionGuard {
     this.warnings = new WarnLimiter(this.log, deps.logRepeatIntervalMs);
   }
 
+  /**
+   * The client address of a session this guard saw arrive, as grpc-js's
+   * `getPeer()` writes it (address:port), read from the accepted socket:
+   * `getPeer()` reads it through the session's socket proxy, three property
+   * reads through a proxy trap per stream. Undefined for a session it does
+   * not know.
+   */
+  peerOf(session: http2.Http2Session | undefined): string | undefined {
+    const socket = session ? connectionOf(session)?.socket : undefined;
+    const address = socket?.remoteAddress;
+    if (address === undefined) return undefined;
+    const port = socket!.remotePort;
+    return port ? `${address}:${port}` : address;
+  }
+
   get minPingIntervalMs(): number {
     return this.limits.minPingIntervalMs;
   }

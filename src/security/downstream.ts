@@ -5,6 +5,7 @@
  * connection limits, and the ConnectionGuard to attach once bound.
  */
 import * as grpc from '@grpc/grpc-js';
+import type * as http2 from 'node:http2';
 import type { Logger } from '../log';
 import type { RelayMetrics } from '../metrics';
 import type { SecuritySettings } from './config';
@@ -20,6 +21,8 @@ export interface DownstreamSecurity {
   readonly serverOptions: grpc.ServerOptions;
   /** Call once the grpc.Server is bound: starts the connection limits and abuse checks. */
   onBound(server: grpc.Server): void;
+  /** A guarded session's client address as grpc-js's getPeer() writes it (ConnectionGuard.peerOf). */
+  peerOf(session: http2.Http2Session | undefined): string | undefined;
   /** Stops the file watchers and admitting connections. */
   close(): void;
 }
@@ -44,6 +47,7 @@ export function createDownstreamSecurity(
     verifiesClients: settings?.tls?.clientCaFile !== undefined,
     serverOptions,
     onBound: (server) => guard.attach(server),
+    peerOf: (session) => guard.peerOf(session),
     close: () => {
       guard.close();
       tls?.close();
