@@ -251,9 +251,11 @@ export class ConnectionGuard {
    */
   peerOf(session: http2.Http2Session | undefined): string | undefined {
     const socket = session ? connectionOf(session)?.socket : undefined;
-    const address = socket?.remoteAddress;
-    if (address === undefined) return undefined;
-    const port = socket!.remotePort;
+    if (!socket) return undefined;
+    // As getPeer(): no address is not an address (it answers 'unknown'), no port leaves the port out.
+    const address = socket.remoteAddress;
+    if (!address) return undefined;
+    const port = socket.remotePort;
     return port ? `${address}:${port}` : address;
   }
 
