@@ -97,7 +97,7 @@ function encodeRuns(
 /**
  * An encoding shared between clients, with what it was encoded from: its
  * type, variants (in order) and removed names. Kept under contentHash of
- * those, and compared in full on a hit (sameContent), so two contents of
+ * those, and compared in full on a hit (answerIfSame), so two contents of
  * one hash are never mixed up: the second is simply not shared.
  */
 interface SharedAnswer {
@@ -122,12 +122,12 @@ export function contentHash(adds: readonly Variant[], removes: readonly string[]
   return h;
 }
 
-/** Whether `a` was encoded from exactly this content. */
-function sameContent(a: SharedAnswer, typeUrl: string, adds: readonly Variant[], removes: readonly string[]): boolean {
-  if (a.typeUrl !== typeUrl || a.adds.length !== adds.length || a.removes.length !== removes.length) return false;
-  for (let i = 0; i < adds.length; i++) if (a.adds[i] !== adds[i]) return false;
-  for (let i = 0; i < removes.length; i++) if (a.removes[i] !== removes[i]) return false;
-  return true;
+/** `kept` when it was encoded from exactly this content; undefined otherwise (none kept, or another content of its hash). */
+function answerIfSame(kept: SharedAnswer | undefined, typeUrl: string, adds: readonly Variant[], removes: readonly string[]): SharedAnswer | undefined {
+  if (!kept || kept.typeUrl !== typeUrl || kept.adds.length !== adds.length || kept.removes.length !== removes.length) return undefined;
+  for (let i = 0; i < adds.length; i++) if (kept.adds[i] !== adds[i]) return undefined;
+  for (let i = 0; i < removes.length; i++) if (kept.removes[i] !== removes[i]) return undefined;
+  return kept;
 }
 
 /**
@@ -166,8 +166,8 @@ class RecentAnswers {
 
   /** The answer kept for this content (its contentHash `hash`) that `state` may be sent. */
   get(hash: number, typeUrl: string, adds: readonly Variant[], removes: readonly string[], state: SubscriptionState): SharedAnswer | undefined {
-    const hit = this.byHash.get(hash);
-    if (!hit || !sameContent(hit, typeUrl, adds, removes)) return undefined;
+    const hit = answerIfSame(this.byHash.get(hash), typeUrl, adds, removes);
+    if (!hit) return undefined;
     if (isStale(hit.responses)) {
       this.drop(hash, hit);
       return undefined;
@@ -309,9 +309,10 @@ export class DeltaResponses implements ResponseBuilder {
       if (!responses) memo.set(variant, (responses = this.encode(typeUrl, p)));
       return responses;
     }
+    // The round keeps one answer per hash, the latest: another content of the same hash replaces it.
     const hash = contentHash(p.adds, p.removes);
-    const inRound = memo.get(hash) as SharedAnswer | undefined;
-    if (inRound) return sameContent(inRound, typeUrl, p.adds, p.removes) ? inRound.responses : this.encode(typeUrl, p);
+    const inRound = answerIfSame(memo.get(hash) as SharedAnswer | undefined, typeUrl, p.adds, p.removes);
+    if (inRound) return inRound.responses;
     // A heartbeat's copy is made for one refresh and never offered again: an answer carrying one would never be hit.
     const acrossRounds = !p.forced && worthSharingAcrossRounds(p.adds) && !carriesHeartbeat(p.adds);
     let answer = acrossRounds ? this.recent.get(hash, typeUrl, p.adds, p.removes, state) : undefined;
@@ -382,8 +383,8 @@ export class SotwResponses implements ResponseBuilder {
     // A whole state is encoded unsplit: it shares only with another whole state.
     const marker = fullState ? WHOLE_STATE : NO_NAMES;
     const hash = contentHash(items, marker);
-    const inRound = memo.get(hash) as SharedAnswer | undefined;
-    if (inRound) return sameContent(inRound, typeUrl, items, marker) ? inRound.responses : this.encode(typeUrl, items, p, fullState);
+    const inRound = answerIfSame(memo.get(hash) as SharedAnswer | undefined, typeUrl, items, marker);
+    if (inRound) return inRound.responses;
     const responses = this.encode(typeUrl, items, p, fullState);
     memo.set(hash, { typeUrl, adds: items, removes: marker, responses });
     return responses;
