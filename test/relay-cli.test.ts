@@ -3,6 +3,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import * as net from 'node:net';
 import { TestOrigin } from './support/origin';
 import { DeltaClient } from './support/delta-client';
 import { runCliToExit, spawnCli, type SpawnedCli } from './support/cli';
@@ -92,6 +94,59 @@ test('the CLI admin server answers /healthz and /metrics', T, async () => {
       const metrics = await fetch(`http://127.0.0.1:${cli.adminPort}/metrics`);
       assert.equal(metrics.status, 200);
       assert.match(await metrics.text(), /^# (HELP|TYPE) /m);
+    },
+  );
+});
+
+/** How many of `count` TCP connections to `port` complete their handshake within `ms`; all are closed after. */
+async function handshakesWithin(port: number, count: number, ms: number): Promise<number> {
+  const sockets: net.Socket[] = [];
+  let connected = 0;
+  for (let i = 0; i < count; i++) {
+    const s = net.connect(port, '127.0.0.1', () => connected++);
+    s.on('error', () => undefined);
+    sockets.push(s);
+  }
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  const done = connected;
+  for (const s of sockets) s.destroy();
+  return done;
+}
+
+/** The kernel's cap on a listener's accept queue, where it says (Linux). */
+function kernelAcceptQueueCap(): number | undefined {
+  try {
+    return Number(readFileSync('/proc/sys/net/core/somaxconn', 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+test('a relay that stops accepting for a moment still completes the handshakes of 800 clients connecting at once', T, async (t) => {
+  // Node's own accept queue is 511: with the relay stopped, the kernel would complete 512 handshakes and drop the
+  // rest of the SYNs, which their clients retry only after a second.
+  const CLIENTS = 800;
+  const cap = kernelAcceptQueueCap();
+  if (cap === undefined || cap < CLIENTS) {
+    t.skip(`the kernel caps a listener's accept queue at ${cap ?? 'an unknown length'} (net.core.somaxconn), below ${CLIENTS}`);
+    return;
+  }
+  await withCli(
+    (o) => ['--listen', '127.0.0.1:0', '--authority', `a=${o.uri}`, '--max-connections-per-peer', '0', '--log-level', 'info'],
+    {},
+    async (cli, origin, client) => {
+      cli.proc.kill('SIGSTOP');
+      let completed: number;
+      try {
+        completed = await handshakesWithin(cli.port, CLIENTS, 700);
+      } finally {
+        cli.proc.kill('SIGCONT');
+      }
+      assert.equal(completed, CLIENTS, `${completed} of ${CLIENTS} handshakes completed while the relay was stopped`);
+      origin.setResource(LISTENER, L('cli/after-burst'), 'one', 'v1');
+      const c = client();
+      c.subscribe(LISTENER, [L('cli/after-burst')]);
+      await c.waitForVersion(LISTENER, L('cli/after-burst'), 'v1');
     },
   );
 });

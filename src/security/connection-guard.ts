@@ -93,6 +93,30 @@ function http2ServersOf(server: grpc.Server): AnyHttp2Server[] {
   return [...map.keys()].filter((s): s is AnyHttp2Server => s instanceof net.Server);
 }
 
+/**
+ * The accept queue asked of the kernel for each listener: as long as it allows
+ * (Linux truncates it to `net.core.somaxconn`, 4096 by default since 5.4). Node
+ * listens with 511, and a reconnect storm of thousands of clients overflows
+ * that whenever the event loop is busy for a moment: the kernel then drops the
+ * handshakes it has no room for, and each of those clients retries only after
+ * a second or more. A queued connection still meets the limits below when it
+ * is accepted.
+ */
+const ACCEPT_QUEUE = 65535;
+
+/**
+ * Asks the kernel for ACCEPT_QUEUE on a listening server: listen(2) on a
+ * socket that already listens only changes its queue's length. Node has no
+ * public way to set it for a socket grpc-js listened on, so this makes the
+ * call Node itself makes, on the server's handle. False when the handle is not
+ * there or refuses (the queue stays as Node made it).
+ */
+export function widenAcceptQueue(server: net.Server): boolean {
+  const handle = (server as unknown as { _handle?: { listen?: (backlog: number) => number } })._handle;
+  if (typeof handle?.listen !== 'function') return false;
+  return handle.listen(ACCEPT_QUEUE) === 0;
+}
+
 function peerAddress(socket: net.Socket): string {
   const a = socket.remoteAddress ?? 'unknown';
   return a.startsWith('::ffff:') ? a.slice(7) : a;
@@ -272,6 +296,7 @@ export class ConnectionGuard {
     for (const h2 of http2ServersOf(server)) {
       if (this.attached.has(h2)) continue;
       this.attached.add(h2);
+      if (!widenAcceptQueue(h2)) this.log.warn("could not lengthen a listener's accept queue: a burst of connections may be dropped and retried");
       // First in line: a refused connection never reaches TLS or HTTP/2.
       h2.prependListener('connection', (socket: net.Socket) => this.onConnection(socket));
       h2.on('session', (session: http2.ServerHttp2Session) => this.onSession(session));
