@@ -35,6 +35,23 @@ export async function costOf<T>(work: () => Promise<T>): Promise<{ result: T; se
   return { result, secs, cpuUs: cpu.user + cpu.system, faults: process.resourceUsage().minorPageFault - faults0 };
 }
 
+/**
+ * The kernel's count of connections a listener's full accept queue turned
+ * away, machine-wide (`TcpExt: ListenOverflows` in /proc/net/netstat); NaN
+ * where the kernel does not say.
+ */
+export function listenOverflows(): number {
+  try {
+    const lines = fs.readFileSync('/proc/net/netstat', 'utf8').split('\n').filter((l) => l.startsWith('TcpExt:'));
+    const names = lines[0]?.split(' ') ?? [];
+    const values = lines[1]?.split(' ') ?? [];
+    const i = names.indexOf('ListenOverflows');
+    return i > 0 ? Number(values[i]) : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
 /** utime + stime of a process (all its threads), in seconds; NaN when it is gone. */
 export function cpuSeconds(pid: number): number {
   try {

@@ -12,7 +12,7 @@ import { BenchOrigin } from '../origin';
 import { logProfile, profileIn, type ProfileWindow } from '../lib/cpuprofile';
 import type { BenchContext, ScenarioResult } from '../lib/context';
 import { poolName, syncGlob, syncMember, type Plan } from '../lib/names';
-import { cpuSeconds, cpuSettled, memStatus, nowUs, sleep } from '../lib/proc';
+import { cpuSeconds, cpuSettled, listenOverflows, memStatus, nowUs, sleep } from '../lib/proc';
 import { GenPool, metricValue, startCeiling, startRelay } from '../lib/servers';
 import { STORM_SPEED, atLeast } from '../lib/targets';
 import { fmt, fmtRatio, max, median, percentile } from '../lib/stats';
@@ -35,6 +35,8 @@ interface StormRound {
   upstreamSubscribeRequests?: number;
   originSubscribeRequests?: number;
   cacheMisses?: number;
+  /** Connections turned away by a full accept queue during the storm (machine-wide; only this server was storming). */
+  listenOverflows: number;
   fromUs: number;
   toUs: number;
 }
@@ -86,6 +88,7 @@ export async function runStorm(ctx: BenchContext): Promise<ScenarioResult> {
       if (rss > peak) peak = rss;
     }, 25);
     const cpu0 = cpuSeconds(pid);
+    const overflows0 = listenOverflows();
     const fromUs = nowUs();
     const opened = gens.open('storm', port, N, plan, { subscribe: true, concurrency: 512 });
     const res = await gens.waitSynced('storm', ctx.full ? 180_000 : 60_000);
@@ -105,6 +108,7 @@ export async function runStorm(ctx: BenchContext): Promise<ScenarioResult> {
       p99Ms: percentile(res.times, 99),
       syncedPerSec: res.synced / (max(res.times) / 1000),
       cpuSec: cpu1 - cpu0,
+      listenOverflows: listenOverflows() - overflows0,
       peakRss: Math.max(peak, memStatus(pid).rss),
       rssBefore,
       fromUs,
@@ -119,7 +123,7 @@ export async function runStorm(ctx: BenchContext): Promise<ScenarioResult> {
     }
     ctx.log(
       `  ${target} ${label}: ${res.synced}/${res.total} synced in ${fmt(rec.lastMs)} ms (${fmt(rec.syncedPerSec)} clients/s; ` +
-        `connects done at ${fmt(o.ms)} ms; server CPU ${fmt(rec.cpuSec, 2)} s)`,
+        `connects done at ${fmt(o.ms)} ms; server CPU ${fmt(rec.cpuSec, 2)} s; listen-queue overflows ${fmt(rec.listenOverflows)})`,
     );
     await gens.close('storm');
     // Wait for the relay to see the clients go (only the warm-up client left).
@@ -165,7 +169,8 @@ export async function runStorm(ctx: BenchContext): Promise<ScenarioResult> {
     figures:
       `relay ${fmt(relayRate)} clients/s (all synced in ${fmt(median(rel.map((x) => x.lastMs)))} ms, per-client p50 ${fmt(median(rel.map((x) => x.p50Ms)))} / p99 ${fmt(median(rel.map((x) => x.p99Ms)))} ms); ` +
       `upstream requests during storm ${upstream}; cache misses ${max(rel.map((x) => x.cacheMisses ?? 0))}; ` +
-      `peak RSS ${fmt(peakRss / 2 ** 20)} MiB (from ${fmt(median(rel.map((x) => x.rssBefore)) / 2 ** 20)} MiB); relay CPU ${fmt(median(rel.map((x) => x.cpuSec)), 2)} s` +
+      `peak RSS ${fmt(peakRss / 2 ** 20)} MiB (from ${fmt(median(rel.map((x) => x.rssBefore)) / 2 ** 20)} MiB); relay CPU ${fmt(median(rel.map((x) => x.cpuSec)), 2)} s; ` +
+      `handshakes turned away by a full accept queue per storm ${fmt(median(rel.map((x) => x.listenOverflows)))} (bare grpc-js, which keeps Node's queue of 511: ${fmt(median(cei.map((x) => x.listenOverflows)))})` +
       (allSynced ? '' : `; NOT ALL SYNCED (${rel.map((x) => `${x.synced}/${x.total}`).join(', ')})`),
     ratio: `relay ÷ bare grpc-js (one pre-encoded 120-resource response) clients/s ${fmtRatio(relayRate / ceilRate)} (baseline ${fmt(ceilRate)} clients/s, peak RSS ${fmt(max(cei.map((x) => x.peakRss)) / 2 ** 20)} MiB; after one storm each not counted, cold: relay ${fmt(cold('relay'))}, bare ${fmt(cold('ceiling'))} clients/s)`,
     targets: [
