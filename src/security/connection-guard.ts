@@ -2,6 +2,9 @@
  * Connection-level limits and HTTP/2 abuse handling for the downstream
  * listener. Everything here happens below gRPC, per TCP connection:
  *
+ * - Each listener's accept queue is as long as the kernel allows (see
+ *   ACCEPT_QUEUE), so a burst of connections waits to be accepted instead of
+ *   having its handshakes dropped.
  * - `--max-connections` / `--max-connections-per-peer`: a connection over
  *   either bound is closed on arrival, before any TLS or HTTP/2 work; open
  *   connections are never touched.
