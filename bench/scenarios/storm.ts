@@ -123,7 +123,7 @@ export async function runStorm(ctx: BenchContext): Promise<ScenarioResult> {
     }
     ctx.log(
       `  ${target} ${label}: ${res.synced}/${res.total} synced in ${fmt(rec.lastMs)} ms (${fmt(rec.syncedPerSec)} clients/s; ` +
-        `connects done at ${fmt(o.ms)} ms; server CPU ${fmt(rec.cpuSec, 2)} s; listen-queue overflows ${fmt(rec.listenOverflows)})`,
+        `connects done at ${fmt(o.ms)} ms; server CPU ${fmt(rec.cpuSec, 2)} s; listen-queue overflows ${fmt(rec.listenOverflows, 0)})`,
     );
     await gens.close('storm');
     // Wait for the relay to see the clients go (only the warm-up client left).
@@ -170,7 +170,7 @@ export async function runStorm(ctx: BenchContext): Promise<ScenarioResult> {
       `relay ${fmt(relayRate)} clients/s (all synced in ${fmt(median(rel.map((x) => x.lastMs)))} ms, per-client p50 ${fmt(median(rel.map((x) => x.p50Ms)))} / p99 ${fmt(median(rel.map((x) => x.p99Ms)))} ms); ` +
       `upstream requests during storm ${upstream}; cache misses ${max(rel.map((x) => x.cacheMisses ?? 0))}; ` +
       `peak RSS ${fmt(peakRss / 2 ** 20)} MiB (from ${fmt(median(rel.map((x) => x.rssBefore)) / 2 ** 20)} MiB); relay CPU ${fmt(median(rel.map((x) => x.cpuSec)), 2)} s; ` +
-      `handshakes turned away by a full accept queue per storm ${fmt(median(rel.map((x) => x.listenOverflows)))} (bare grpc-js, which keeps Node's queue of 511: ${fmt(median(cei.map((x) => x.listenOverflows)))})` +
+      `handshakes turned away by a full accept queue per storm ${fmt(median(rel.map((x) => x.listenOverflows)), 0)} (bare grpc-js, which keeps Node's queue of 511: ${fmt(median(cei.map((x) => x.listenOverflows)), 0)})` +
       (allSynced ? '' : `; NOT ALL SYNCED (${rel.map((x) => `${x.synced}/${x.total}`).join(', ')})`),
     ratio: `relay ÷ bare grpc-js (one pre-encoded 120-resource response) clients/s ${fmtRatio(relayRate / ceilRate)} (baseline ${fmt(ceilRate)} clients/s, peak RSS ${fmt(max(cei.map((x) => x.peakRss)) / 2 ** 20)} MiB; after one storm each not counted, cold: relay ${fmt(cold('relay'))}, bare ${fmt(cold('ceiling'))} clients/s)`,
     targets: [
