@@ -133,6 +133,7 @@ test('a relay that stops accepting for a moment still completes the handshakes o
     return;
   }
   await withCli(
+    // Every test connection comes from 127.0.0.1: the per-peer bound would refuse the burst once it is accepted.
     (o) => ['--listen', '127.0.0.1:0', '--authority', `a=${o.uri}`, '--max-connections-per-peer', '0', '--log-level', 'info'],
     {},
     async (cli, origin, client) => {

@@ -114,7 +114,7 @@ const ACCEPT_QUEUE = 65535;
  * call Node itself makes, on the server's handle. False when the handle is not
  * there or refuses (the queue stays as Node made it).
  */
-export function widenAcceptQueue(server: net.Server): boolean {
+function widenAcceptQueue(server: net.Server): boolean {
   const handle = (server as unknown as { _handle?: { listen?: (backlog: number) => number } })._handle;
   if (typeof handle?.listen !== 'function') return false;
   return handle.listen(ACCEPT_QUEUE) === 0;
