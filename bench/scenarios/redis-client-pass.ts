@@ -2,16 +2,18 @@
  * The Redis client's own pass, run in a process of its own so that it leaves
  * the coordinator's memory as it found it (a read of 100,000 records makes the
  * next ones in the same process cheaper, and the warm loads are timed there):
- * ioredis, the client the store is built on, MGETs every record key under a
- * pattern in pages and with pages in flight as the warm load does, and drops
- * each reply. The keys are listed first (SCAN, not timed).
+ * ioredis, the client the store is built on, MGETs the records of every glob
+ * stored under a prefix in pages and with pages in flight as the warm load
+ * does, in the order the warm load asks for them, and drops each reply. The
+ * keys are listed first (not timed).
  *
- *   node redis-client-pass.js <redis url> <key pattern> <passes>
+ *   node redis-client-pass.js <redis url> <key prefix> <passes>
  *
  * Prints one JSON line: per pass, wall seconds, this process's CPU µs per
  * record, its minor page faults, and redis-server's CPU µs per record.
  */
 import Redis from 'ioredis';
+import { RedisKeyLayout, TAG_LENGTH } from '../../src/cache/redis-keys';
 import { WARM_FETCHES_IN_FLIGHT, WARM_PAGE_RECORDS } from '../../src/cache/redis-warm-load';
 import { costOf } from '../lib/proc';
 import { usedCpuSecs } from '../lib/redis-info';
@@ -27,14 +29,29 @@ async function serverCpuSecs(client: Redis): Promise<number> {
   return usedCpuSecs(await client.info('cpu'));
 }
 
-async function listKeys(client: Redis, pattern: string): Promise<string[]> {
-  const keys: string[] = [];
+/**
+ * The record keys of every glob stored under `prefix`, in the order the warm
+ * load asks for them: each glob's member set as Redis lists it (SMEMBERS), its
+ * members' records under the set's hash tag. The order matters beside many
+ * other keys: listed by SCAN, the keys would come in the order of Redis's own
+ * hash table, whose lookups in that order cost Redis less than the warm
+ * load's do.
+ */
+async function listKeys(client: Redis, prefix: string): Promise<string[]> {
+  const layout = new RedisKeyLayout(prefix);
+  const sets: string[] = [];
   let cursor = '0';
   do {
-    const [next, page] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    const [next, page] = await client.scan(cursor, 'MATCH', `${prefix}m:*`, 'COUNT', 1000);
     cursor = next;
-    keys.push(...page);
+    sets.push(...page);
   } while (cursor !== '0');
+  const keys: string[] = [];
+  const tagAt = prefix.length + 'm:{'.length;
+  for (const set of sets) {
+    const tag = set.slice(tagAt, tagAt + TAG_LENGTH);
+    for (const member of await client.smembers(set)) keys.push(layout.resource(member, tag));
+  }
   return keys;
 }
 
@@ -52,11 +69,11 @@ async function pass(client: Redis, keys: string[]): Promise<number> {
 }
 
 async function main(): Promise<void> {
-  const [url, pattern, passes] = process.argv.slice(2);
-  if (!url || !pattern || !passes) throw new Error('usage: redis-client-pass <redis url> <key pattern> <passes>');
+  const [url, prefix, passes] = process.argv.slice(2);
+  if (!url || !prefix || !passes) throw new Error('usage: redis-client-pass <redis url> <key prefix> <passes>');
   const client = new Redis(url);
   try {
-    const keys = await listKeys(client, pattern);
+    const keys = await listKeys(client, prefix);
     const runs: ClientPassRun[] = [];
     for (let k = 0; k < Number(passes); k++) {
       const server0 = await serverCpuSecs(client);

@@ -29,10 +29,11 @@
  *    does), holds a glob of 1,000; and until all N are in its memory;
  *  - FOREIGN keys of another application added (small values, `DEBUG
  *    POPULATE`), and `warmLoad` timed just before and with them (three loads
- *    each, their medians): the index keeps it to the relay's own data. The
- *    Redis client's own pass is timed just before and with them too (the
- *    median of three each), for how much Redis itself slows beside them.
- *    Then, for context, the same load of a Redis without
+ *    each, their medians), the latter once Redis has finished rehashing its
+ *    keyspace after taking them in: the index keeps it to the relay's own
+ *    data. The Redis client's own pass is timed just before and with them
+ *    too (the median of three each), for how much Redis itself slows beside
+ *    them. Then, for context, the same load of a Redis without
  *    the index (its completion mark deleted): the one-time SCAN an upgraded
  *    relay does, over the foreign keys too.
  *
@@ -129,6 +130,25 @@ async function redisBenchmark(port: number, test: 'set' | 'get', n: number, keys
 
 function cli(port: number, ...args: string[]): string {
   return spawnSync('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { encoding: 'utf8' }).stdout.trim();
+}
+
+/**
+ * Waits until redis-server has finished rehashing its keyspace (`DEBUG
+ * HTSTATS 0` names no rehashing target). Adding a million keys grows the
+ * keyspace's hash table, and Redis moves its entries to the larger table a
+ * step at a time: one step per lookup, and a millisecond every 100 ms of its
+ * timer (~30 s for a million keys left alone). Meanwhile every lookup, whoever
+ * makes it, costs more. Lookups of one absent key (`redis-benchmark -t get`)
+ * drive the rehash to its end in a second or two. Resolves the milliseconds
+ * it took; throws after `timeoutMs`.
+ */
+async function rehashed(port: number, timeoutMs: number): Promise<number> {
+  const t0 = Date.now();
+  while (/rehashing target/i.test(cli(port, 'debug', 'htstats', '0'))) {
+    if (Date.now() - t0 > timeoutMs) throw new Error(`redis-server still rehashing its keyspace after ${timeoutMs} ms`);
+    await run('redis-benchmark', ['-h', '127.0.0.1', '-p', String(port), '-t', 'get', '-n', '200000', '-P', '64', '-q']);
+  }
+  return Date.now() - t0;
 }
 
 /** CPU seconds redis-server has used so far. */
@@ -233,9 +253,9 @@ interface Timed {
 
 const CLIENT_PASS_PATH = path.resolve(__dirname, 'redis-client-pass.js');
 
-/** `passes` of the Redis client's own pass over the records under `pattern` (redis-client-pass.ts), on the load core. */
-async function clientPasses(url: string, pattern: string, passes: number): Promise<ClientPassRun[]> {
-  const { out, code } = await run(process.execPath, [CLIENT_PASS_PATH, url, pattern, String(passes)]);
+/** `passes` of the Redis client's own pass over the globs' records under `prefix` (redis-client-pass.ts), on the load core. */
+async function clientPasses(url: string, prefix: string, passes: number): Promise<ClientPassRun[]> {
+  const { out, code } = await run(process.execPath, [CLIENT_PASS_PATH, url, prefix, String(passes)]);
   if (code !== 0) throw new Error(`redis-client-pass failed: ${out}`);
   return (JSON.parse(out.trim().split('\n').pop()!) as { runs: ClientPassRun[] }).runs;
 }
@@ -261,6 +281,8 @@ interface Round {
    */
   warmBeforeForeignSecs: number;
   warmForeignSecs: number;
+  /** How long redis-server took to finish rehashing its keyspace after the foreign keys were added (rehashed(); before the loads beside them). */
+  rehashMs: number;
   scanForeignSecs: number;
   bareMs: number;
   /** The Redis client's own pass over the same records (redis-client-pass.ts): records/s, redis-server's CPU µs per record in it, the pass's page faults. */
@@ -396,7 +418,7 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
 
     const bare = await barePass(port, pattern);
     if (bare.keys !== TOTAL) throw new Error(`redis-cli --scan listed ${bare.keys} of ${TOTAL}`);
-    const passes = await clientPasses(url, pattern, LOADS);
+    const passes = await clientPasses(url, prefix, LOADS);
     if (passes.length !== LOADS) throw new Error(`redis-client-pass made ${passes.length} of ${LOADS} passes`);
     serverUs(1); // the pass measured its own share of redis-server's CPU: the next measurement starts here
 
@@ -415,6 +437,7 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
       warmFaults: warm.faults,
       warmBeforeForeignSecs: NaN,
       warmForeignSecs: NaN,
+      rehashMs: NaN,
       scanForeignSecs: NaN,
       bareMs: bare.ms,
       clientPassRate: TOTAL / median(passes.map((x) => x.secs)),
@@ -459,15 +482,18 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
     r.warmBeforeForeignSecs = (await timedLoads(LOADS)).secs;
     r.serverUs.warmBeforeForeign = serverUs(LOADS * TOTAL);
     // The foreign target's bound on the client's side: the Redis client's own pass before and beside them.
-    r.clientPassBeforeForeignSecs = median((await clientPasses(url, pattern, LOADS)).map((x) => x.secs));
+    r.clientPassBeforeForeignSecs = median((await clientPasses(url, prefix, LOADS)).map((x) => x.secs));
     const before = Number(cli(port, 'dbsize'));
     cli(port, 'debug', 'populate', String(FOREIGN), 'foreign', '16');
     const foreign = Number(cli(port, 'dbsize')) - before;
     if (foreign !== FOREIGN) throw new Error(`DEBUG POPULATE added ${foreign} of ${FOREIGN} foreign keys`);
+    // Timed once Redis has settled with them: a relay starting beside another application's keys meets
+    // them in a settled keyspace, not in the rehash that inserting them all at once leaves behind.
+    r.rehashMs = await rehashed(port, 60_000);
     serverUs(1);
     r.warmForeignSecs = (await timedLoads(LOADS)).secs;
     r.serverUs.warmForeign = serverUs(LOADS * TOTAL);
-    r.clientPassForeignSecs = median((await clientPasses(url, pattern, LOADS)).map((x) => x.secs));
+    r.clientPassForeignSecs = median((await clientPasses(url, prefix, LOADS)).map((x) => x.secs));
     // For context: an upgraded relay's one-time scan of a Redis without the index (it indexes it again).
     cli(port, 'del', `${prefix}i:complete`);
     r.scanForeignSecs = (await timedLoads(1)).secs;
@@ -476,7 +502,7 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
     ctx.log(
       `  round ${round + 1}/${ROUNDS}: SET ${fmt(setPerSec)}/s, GET ${fmt(getPerSec)}/s (over ${n} keys: ${fmt(setSpreadPerSec)}/s, ${fmt(getSpreadPerSec)}/s); bare MSET + SADD of the same records ${fmt(r.bareWriteRate)}/s new; store.write ${fmt(r.writeRate)}/s new, ${fmt(r.updateRate)}/s updates ` +
         `(${fmt(commandsPerResource, 3)} commands/resource); warmLoad ${fmt(r.warmRate)}/s (${fmt(r.warmFaults)} page faults), ioredis's own MGET pass ${fmt(r.clientPassRate)}/s (${fmt(r.clientPassFaults)} page faults); ` +
-        `beside ${fmt(FOREIGN)} foreign keys: warmLoad ${fmt(r.warmForeignSecs * 1000)} ms (${fmt(r.warmBeforeForeignSecs * 1000)} ms just before they were added; ioredis's pass ${fmt(r.clientPassForeignSecs * 1000)} ms, ${fmt(r.clientPassBeforeForeignSecs * 1000)} ms before), unindexed scan ${fmt(r.scanForeignSecs * 1000)} ms; ` +
+        `beside ${fmt(FOREIGN)} foreign keys: warmLoad ${fmt(r.warmForeignSecs * 1000)} ms (${fmt(r.warmBeforeForeignSecs * 1000)} ms just before they were added; ioredis's pass ${fmt(r.clientPassForeignSecs * 1000)} ms, ${fmt(r.clientPassBeforeForeignSecs * 1000)} ms before; both once Redis had rehashed its keyspace, ${fmt(r.rehashMs)} ms after they were added), unindexed scan ${fmt(r.scanForeignSecs * 1000)} ms; ` +
         `this process's CPU µs: write ${fmt(r.clientUs.write, 2)}, warm ${fmt(r.clientUs.warm, 2)}, ioredis pass ${fmt(r.clientUs.clientPass, 2)}; redis-server CPU µs: SET ${fmt(setUs, 2)}, GET ${fmt(getUs, 2)} (over ${n} keys ${fmt(setSpreadUs, 2)}, ${fmt(getSpreadUs, 2)}), bare write ${fmt(bareWriteUs, 2)}, write ${fmt(writeUs, 2)}, update ${fmt(updateUs, 2)}, warm ${fmt(r.serverUs.warm, 2)}, ioredis pass ${fmt(r.clientPassServerUs, 2)} (warm ${fmt(r.serverUs.warmBeforeForeign, 2)} just before the foreign keys, ${fmt(r.serverUs.warmForeign, 2)} beside them); bare scan+MGET ${fmt(bare.ms)} ms` +
         (r.relay ? `; relay ready ${r.relay.readyMs} ms, first client ${r.relay.firstClientMs} ms (${r.relay.served ? 'served' : 'NOT served'}), all ${fmt(r.relay.cached)} in memory ${r.relay.loadedMs} ms` : ''),
     );
@@ -546,7 +572,7 @@ export async function runRedis(ctx: BenchContext): Promise<ScenarioResult> {
       `store.write ${fmt(med((r) => r.writeRate))} resources/s into an empty Redis (the same records and member sets written bare, MSET + SADD through redis-cli --pipe: ${fmt(med((r) => r.bareWriteRate))}/s; store.write ` +
       `${fmt(med((r) => r.writeSecs), 2)} s for ${n}, ${fmt(med((r) => r.commandsPerResource), 3)} Redis commands per resource), ${fmt(med((r) => r.updateRate))} resources/s for an update of all ${n}; ` +
       `warmLoad ${fmt(med((r) => r.warmRate))} resources/s (${fmt(med((r) => r.warmSecs), 2)} s, ${fmt(med((r) => r.warmFaults))} page faults in this process); ` +
-      `beside ${fmt(FOREIGN)} foreign keys warmLoad ${fmt(med((r) => r.warmForeignSecs), 2)} s (${fmt(med((r) => r.warmBeforeForeignSecs), 2)} s just before they were added; ioredis's own pass ${fmt(med((r) => r.clientPassForeignSecs), 2)} s beside them, ${fmt(med((r) => r.clientPassBeforeForeignSecs), 2)} s before; the one-time scan of an unindexed Redis ${fmt(med((r) => r.scanForeignSecs), 2)} s); ` +
+      `beside ${fmt(FOREIGN)} foreign keys warmLoad ${fmt(med((r) => r.warmForeignSecs), 2)} s (${fmt(med((r) => r.warmBeforeForeignSecs), 2)} s just before they were added; ioredis's own pass ${fmt(med((r) => r.clientPassForeignSecs), 2)} s beside them, ${fmt(med((r) => r.clientPassBeforeForeignSecs), 2)} s before; both beside them once Redis had rehashed its keyspace, driven to its end by lookups in ${fmt(med((r) => r.rehashMs))} ms after they were added; the one-time scan of an unindexed Redis ${fmt(med((r) => r.scanForeignSecs), 2)} s); ` +
       `this process's CPU per resource: store.write ${fmt(med((r) => r.clientUs.write), 2)} µs new, warmLoad ${fmt(med((r) => r.clientUs.warm), 2)} µs; ` +
       `redis-server CPU per resource: bare write ${fmt(med((r) => r.serverUs.bareWrite), 2)} µs new, store.write ${fmt(med((r) => r.serverUs.write), 2)} µs new / ${fmt(med((r) => r.serverUs.update), 2)} µs update, warmLoad ${fmt(med((r) => r.serverUs.warm), 2)} µs (${fmt(med((r) => r.serverUs.warmBeforeForeign), 2)} µs just before the foreign keys, ${fmt(med((r) => r.serverUs.warmForeign), 2)} µs beside them) ` +
       `(redis-benchmark -r ${n}: ${fmt(med((r) => r.serverUs.setSpread), 2)} µs per SET, ${fmt(med((r) => r.serverUs.getSpread), 2)} µs per GET; one key: ${fmt(med((r) => r.serverUs.set), 2)}, ${fmt(med((r) => r.serverUs.get), 2)}); ` +
