@@ -147,7 +147,7 @@ async function rehashed(port: number, timeoutMs: number): Promise<number> {
   const t0 = Date.now();
   while (/rehashing target/i.test(cli(port, 'debug', 'htstats', '0'))) {
     if (Date.now() - t0 > timeoutMs) throw new Error(`redis-server still rehashing its keyspace after ${timeoutMs} ms`);
-    await run('redis-benchmark', ['-h', '127.0.0.1', '-p', String(port), '-t', 'get', '-n', '200000', '-P', '64', '-q']);
+    await redisBenchmark(port, 'get', 200_000);
   }
   return Date.now() - t0;
 }
@@ -164,10 +164,14 @@ function commandsExecuted(port: number): number {
   return n;
 }
 
-function resp(args: string[]): string {
-  let s = `*${args.length}\r\n`;
-  for (const a of args) s += `$${Buffer.byteLength(a)}\r\n${a}\r\n`;
-  return s;
+/** One command in RESP, as redis-cli --pipe reads it. */
+function resp(args: Array<string | Buffer>): Buffer {
+  const parts: Buffer[] = [Buffer.from(`*${args.length}\r\n`)];
+  for (const a of args) {
+    const body = typeof a === 'string' ? Buffer.from(a, 'utf8') : a;
+    parts.push(Buffer.from(`$${body.length}\r\n`), body, Buffer.from('\r\n'));
+  }
+  return Buffer.concat(parts);
 }
 
 let scanCount: boolean | undefined;
@@ -190,9 +194,9 @@ async function barePass(port: number, pattern: string): Promise<{ ms: number; ke
   const t0 = process.hrtime.bigint();
   const scan = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), '--scan', '--pattern', pattern, ...(scanCountFlag() ? ['--count', '1000'] : [])]);
   const keys = scan.out.split('\n').filter((k) => k !== '');
-  let input = '';
-  for (let i = 0; i < keys.length; i += 1000) input += resp(['MGET', ...keys.slice(i, i + 1000)]);
-  const pipe = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), '--pipe'], Buffer.from(input));
+  const commands: Buffer[] = [];
+  for (let i = 0; i < keys.length; i += 1000) commands.push(resp(['MGET', ...keys.slice(i, i + 1000)]));
+  const pipe = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), '--pipe'], Buffer.concat(commands));
   const ms = Number(process.hrtime.bigint() - t0) / 1e6;
   // "All data transferred. Waiting for the last reply... / errors: 0, replies: 100"
   const m = /errors: (\d+), replies: (\d+)/.exec(pipe.out);
@@ -209,26 +213,13 @@ async function barePass(port: number, pattern: string): Promise<{ ms: number; ke
  */
 function writeBareInput(file: string, total: number, payload: Buffer, layout: RedisKeyLayout): void {
   const fd = fs.openSync(file, 'w');
-  const header = (n: number): string => `*${n}\r\n`;
-  const bulk = (b: Buffer | string): Buffer[] => {
-    const body = typeof b === 'string' ? Buffer.from(b, 'utf8') : b;
-    return [Buffer.from(`$${body.length}\r\n`), body, Buffer.from('\r\n')];
-  };
   try {
     for (let i = 0; i < total; i += PER_GLOB) {
-      const records: Buffer[] = [Buffer.from(header(1 + 2 * Math.min(PER_GLOB, total - i))), ...bulk('MSET')];
-      const members: Buffer[] = [];
-      let glob = '';
-      for (let j = i; j < Math.min(total, i + PER_GLOB); j++) {
-        const r = resourceAt(j, payload);
-        glob = r.glob!;
-        const tag = tagOfSource(glob); // a glob's direct members share its hash tag, as the store writes them
-        records.push(...bulk(layout.resource(r.key, tag)), ...bulk(encodeRecord(r)));
-        members.push(...bulk(r.key));
-      }
-      const sadd = [Buffer.from(header(2 + members.length / 3)), ...bulk('SADD'), ...bulk(layout.members(glob, tagOfSource(glob))), ...members];
-      fs.writeSync(fd, Buffer.concat(records));
-      fs.writeSync(fd, Buffer.concat(sadd));
+      const batch = Array.from({ length: Math.min(PER_GLOB, total - i) }, (_, k) => resourceAt(i + k, payload));
+      const glob = batch[0]!.glob!; // one glob per PER_GLOB records
+      const tag = tagOfSource(glob); // a glob's direct members share its hash tag, as the store writes them
+      fs.writeSync(fd, resp(['MSET', ...batch.flatMap((r) => [layout.resource(r.key, tag), encodeRecord(r)])]));
+      fs.writeSync(fd, resp(['SADD', layout.members(glob, tag), ...batch.map((r) => r.key)]));
     }
   } finally {
     fs.closeSync(fd);
