@@ -286,7 +286,7 @@ interface Round {
   clientPassForeignSecs: number;
   /** This process's CPU µs per resource (user + system) in store.write of new records and in the timed warmLoad: the client side of each. */
   clientUs: { write: number; warm: number; clientPass: number };
-  /** redis-server CPU µs per operation / resource: redis-benchmark SET and GET (one key; over TOTAL keys), store.write new and update, warmLoad (without and with the foreign keys). */
+  /** redis-server CPU µs per operation / resource: redis-benchmark SET and GET (one key; over TOTAL keys), the bare write of the new records, store.write new and update, warmLoad (without and with the foreign keys). */
   serverUs: { set: number; get: number; setSpread: number; getSpread: number; bareWrite: number; write: number; update: number; warm: number; warmBeforeForeign: number; warmForeign: number };
   relay?: { readyMs: number; firstClientMs: number; served: boolean; loadedMs: number; cached: number; rss: number };
 }
