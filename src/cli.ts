@@ -6,6 +6,7 @@ import YAML from 'yaml';
 import yargs from 'yargs';
 import { flagDefaults, validateOptions, type RawOptions } from './config';
 import { examplesAuthority, examplesHint } from './examples';
+import { setHeapGrowth } from './heap-growth';
 import { createLogger, LOG_LEVELS } from './log';
 import { stopSharingResponses } from './downstream/responses';
 import { defaultNodeId, startRelay } from './relay';
@@ -264,6 +265,7 @@ async function main(): Promise<void> {
   const logger = createLogger(config.logLevel);
   if (foreignEnv.length > 0) logger.warn(...foreignEnvWarning(foreignEnv));
   if ((args['share-responses'] as unknown) === false) stopSharingResponses();
+  setHeapGrowth();
   const relay = await startRelay(config, { logger, debugHeap: (args['debug-heap'] as unknown) === true });
   if (bundled) {
     createLogger(config.logLevel).info({ hint: examplesHint(config.listen, relay.port) }, 'serving the bundled examples');
