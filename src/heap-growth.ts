@@ -10,8 +10,9 @@ import * as v8 from 'node:v8';
  * steady configuration churn (each change retires a cached version) the
  * relay ran a full collection every 2–4 s, marking its whole live heap on
  * helper threads each time (docs/performance.md, churn). With room to grow
- * by its live size, full collections come minutes apart; the price is up to
- * that much garbage held in between, still bounded by --max-old-space-size.
+ * by its live size they came ~18 s apart under the same churn; the price is
+ * up to that much garbage held in between, still bounded by
+ * --max-old-space-size.
  */
 export const HEAP_GROWING_PERCENT = 100;
 
@@ -32,8 +33,7 @@ export function heapGrowthFlag(execArgv: readonly string[], nodeOptions: string 
  * start-up takes effect from the next full collection. Only the CLI calls it:
  * it owns the process (an embedding application keeps its own settings).
  */
-export function setHeapGrowth(): string | undefined {
+export function setHeapGrowth(): void {
   const flag = heapGrowthFlag(process.execArgv, process.env['NODE_OPTIONS']);
   if (flag !== undefined) v8.setFlagsFromString(flag);
-  return flag;
 }
