@@ -13,7 +13,7 @@
  * record, its minor page faults, and redis-server's CPU µs per record.
  */
 import Redis from 'ioredis';
-import { RedisKeyLayout, TAG_LENGTH } from '../../src/cache/redis-keys';
+import { RedisKeyLayout, parseEntry } from '../../src/cache/redis-keys';
 import { WARM_FETCHES_IN_FLIGHT, WARM_PAGE_RECORDS } from '../../src/cache/redis-warm-load';
 import { costOf } from '../lib/proc';
 import { usedCpuSecs } from '../lib/redis-info';
@@ -47,10 +47,11 @@ async function listKeys(client: Redis, prefix: string): Promise<string[]> {
     sets.push(...page);
   } while (cursor !== '0');
   const keys: string[] = [];
-  const tagAt = prefix.length + 'm:{'.length;
   for (const set of sets) {
-    const tag = set.slice(tagAt, tagAt + TAG_LENGTH);
-    for (const member of await client.smembers(set)) keys.push(layout.resource(member, tag));
+    // A member set's key is its index entry under the prefix (redis-keys.ts), which names its hash tag.
+    const entry = parseEntry(set.slice(prefix.length));
+    if (entry?.kind !== 'm') continue;
+    for (const member of await client.smembers(set)) keys.push(layout.resource(member, entry.tag));
   }
   return keys;
 }

@@ -196,12 +196,18 @@ async function barePass(port: number, pattern: string): Promise<{ ms: number; ke
   const keys = scan.out.split('\n').filter((k) => k !== '');
   const commands: Buffer[] = [];
   for (let i = 0; i < keys.length; i += 1000) commands.push(resp(['MGET', ...keys.slice(i, i + 1000)]));
-  const pipe = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), '--pipe'], Buffer.concat(commands));
+  const replies = await pipe(port, Buffer.concat(commands));
   const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+  return { ms, keys: keys.length, values: replies, count: scanCountFlag() ? 1000 : 10 };
+}
+
+/** `redis-cli --pipe` of `input` (RESP commands, or a file of them); resolves the number of replies, throws on any error reply. */
+async function pipe(port: number, input: Buffer | { file: string }): Promise<number> {
+  const { out } = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), '--pipe'], input);
   // "All data transferred. Waiting for the last reply... / errors: 0, replies: 100"
-  const m = /errors: (\d+), replies: (\d+)/.exec(pipe.out);
-  if (!m || m[1] !== '0') throw new Error(`redis-cli --pipe failed: ${pipe.out}`);
-  return { ms, keys: keys.length, values: Number(m[2]), count: scanCountFlag() ? 1000 : 10 };
+  const m = /errors: (\d+), replies: (\d+)/.exec(out);
+  if (!m || m[1] !== '0') throw new Error(`redis-cli --pipe failed: ${out}`);
+  return Number(m[2]);
 }
 
 /**
@@ -229,10 +235,9 @@ function writeBareInput(file: string, total: number, payload: Buffer, layout: Re
 /** `redis-cli --pipe` of `file` (writeBareInput): wall time from spawn to exit. */
 async function bareWrite(port: number, file: string, commands: number): Promise<number> {
   const t0 = process.hrtime.bigint();
-  const pipe = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), '--pipe'], { file });
+  const replies = await pipe(port, { file });
   const secs = Number(process.hrtime.bigint() - t0) / 1e9;
-  const m = /errors: (\d+), replies: (\d+)/.exec(pipe.out);
-  if (!m || m[1] !== '0' || Number(m[2]) !== commands) throw new Error(`redis-cli --pipe of the bare write failed: ${pipe.out}`);
+  if (replies !== commands) throw new Error(`redis-cli --pipe of the bare write: ${replies} replies to ${commands} commands`);
   return secs;
 }
 
