@@ -5,14 +5,14 @@ import * as v8 from 'node:v8';
  * survived the last full collection before it collects again.
  *
  * Most of the relay's heap lives long: the cache and every client's state.
- * Left to itself, V8 sets the next limit ~10 % above that live heap after a
- * full collection and starts marking again well before reaching it, so under
- * steady configuration churn (each change retires a cached version) the
- * relay ran a full collection every 2–4 s, marking its whole live heap on
- * helper threads each time (docs/performance.md, churn). With room to grow
- * by its live size they came ~18 s apart under the same churn; the price is
- * up to that much garbage held in between, still bounded by
- * --max-old-space-size.
+ * Left to itself, V8 set the next limit only ~25 MB above the relay's ~60 MB
+ * live heap after a full collection and started marking again well before
+ * reaching it, so under steady configuration churn (each change retires a
+ * cached version) the relay ran a full collection every 2–4 s, marking its
+ * whole live heap on helper threads each time (docs/performance.md, churn).
+ * With room to grow by its live size they came ~18 s apart under the same
+ * churn; the price is up to that much garbage held in between, still bounded
+ * by --max-old-space-size.
  */
 export const HEAP_GROWING_PERCENT = 100;
 
