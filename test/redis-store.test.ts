@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { RedisStore, type RedisStoreOptions } from '../src/cache/redis-store';
 import { tagOf } from '../src/cache/redis-keys';
+import { WARM_FIRST_PAGE_RECORDS, warmPageRecords } from '../src/cache/redis-warm-load';
 import type { StoredResource } from '../src/cache/types';
 import type { Logger } from 'pino';
 import { RedisServer, RedisSuite, freePort, redisSkip } from './support/redis-server';
@@ -286,6 +287,34 @@ describe('RedisStore on a healthy Redis', { skip }, () => {
     let all = 0;
     for await (const page of store.warmLoad()) all += page.length;
     assert.equal(all, puts.length);
+  });
+
+  test('a warm load left to size its pages reads about 128 KiB of records per MGET page once it has read some, and every record', async () => {
+    const store = await open();
+    const puts: StoredResource[] = [];
+    for (let i = 0; i < 400; i++) puts.push(res(member(`big${i}`), { glob: GLOB, resource: binary(8 * 1024) }));
+    for (let i = 0; i < 100; i++) puts.push(res(`legacy:${TYPE}:big${i}`, { resource: binary(8 * 1024) }));
+    await store.write({ put: puts, remove: [], absent: [] });
+    // The first load finds no index and scans; the second reads the index the first one built.
+    for (const path of ['scan', 'index']) {
+      const pages: number[] = [];
+      let loaded = 0;
+      for await (const page of store.warmLoad()) {
+        pages.push(page.length);
+        loaded += page.length;
+      }
+      assert.equal(loaded, puts.length, `every record read (${path})`);
+      assert.equal(pages[0], WARM_FIRST_PAGE_RECORDS, `the first page before any record was read (${path})`);
+      // A record here is 8 KiB and its header: 15 of them make about 128 KiB.
+      assert.deepEqual(pages.slice(-10).filter((n) => n > 15), [], `the last pages of at most 15 records (${path}: ${pages.join(' ')})`);
+    }
+  });
+
+  test('a warm page holds as many records as fit in 128 KiB, from 1 to 1,000', () => {
+    assert.equal(warmPageRecords(1024), 128);
+    assert.equal(warmPageRecords(100), 1000);
+    assert.equal(warmPageRecords(1024 * 1024), 1);
+    assert.equal(warmPageRecords(0), 1000);
   });
 });
 

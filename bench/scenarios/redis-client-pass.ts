@@ -14,7 +14,7 @@
  */
 import Redis from 'ioredis';
 import { RedisKeyLayout, parseEntry } from '../../src/cache/redis-keys';
-import { WARM_FETCHES_IN_FLIGHT, WARM_PAGE_RECORDS } from '../../src/cache/redis-warm-load';
+import { WARM_FETCHES_IN_FLIGHT, WARM_FIRST_PAGE_RECORDS, warmPageRecords } from '../../src/cache/redis-warm-load';
 import { costOf } from '../lib/proc';
 import { usedCpuSecs } from '../lib/redis-info';
 
@@ -56,16 +56,26 @@ async function listKeys(client: Redis, prefix: string): Promise<string[]> {
   return keys;
 }
 
-/** One pass: resolves how many of `keys` had a value. */
+/** One pass, its pages sized as the warm load sizes them (by the records read so far): resolves how many of `keys` had a value. */
 async function pass(client: Redis, keys: string[]): Promise<number> {
   let read = 0;
+  let bytes = 0;
+  let pageRecords = WARM_FIRST_PAGE_RECORDS;
   const inFlight: Array<Promise<Array<Buffer | null>>> = [];
-  const count = (values: Array<Buffer | null>): number => values.filter((v) => v !== null).length;
-  for (let i = 0; i < keys.length; i += WARM_PAGE_RECORDS) {
-    inFlight.push(client.mgetBuffer(keys.slice(i, i + WARM_PAGE_RECORDS)));
-    if (inFlight.length >= WARM_FETCHES_IN_FLIGHT) read += count(await inFlight.shift()!);
+  const take = (values: Array<Buffer | null>): void => {
+    for (const v of values) {
+      if (v === null) continue;
+      read++;
+      bytes += v.length;
+    }
+    if (read > 0) pageRecords = warmPageRecords(bytes / read);
+  };
+  for (let i = 0; i < keys.length; ) {
+    inFlight.push(client.mgetBuffer(keys.slice(i, i + pageRecords)));
+    i += pageRecords;
+    if (inFlight.length >= WARM_FETCHES_IN_FLIGHT) take(await inFlight.shift()!);
   }
-  while (inFlight.length > 0) read += count(await inFlight.shift()!);
+  while (inFlight.length > 0) take(await inFlight.shift()!);
   return read;
 }
 
