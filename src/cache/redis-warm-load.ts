@@ -35,8 +35,12 @@ type WarmFetch = WarmPage & { values: Promise<Array<Buffer | null> | typeof FAIL
 export const WARM_FETCHES_IN_FLIGHT = 4;
 /** Records per MGET page of a warm load at most, and the COUNT of its SCAN of an unindexed Redis, unless told otherwise. */
 export const WARM_PAGE_RECORDS = 1000;
-/** Records in a warm load's first MGET pages, before it has read any record to size them by. */
-export const WARM_FIRST_PAGE_RECORDS = 100;
+/**
+ * Records in a warm load's first MGET pages, cut before it has read any
+ * record to size them by (up to WARM_FETCHES_IN_FLIGHT + 2 of them): few,
+ * as the records may be large.
+ */
+export const WARM_FIRST_PAGE_RECORDS = 16;
 /**
  * The reply a warm load's MGET page aims at. Redis spends far more CPU per
  * record on large replies than on small ones: with four pages in flight,
