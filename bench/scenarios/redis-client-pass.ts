@@ -14,7 +14,7 @@
  */
 import Redis from 'ioredis';
 import { RedisKeyLayout, parseEntry } from '../../src/cache/redis-keys';
-import { WARM_FETCHES_IN_FLIGHT, WARM_FIRST_PAGE_RECORDS, warmPageRecords } from '../../src/cache/redis-warm-load';
+import { WARM_FETCHES_IN_FLIGHT, WarmPageSize } from '../../src/cache/redis-warm-load';
 import { costOf } from '../lib/proc';
 import { usedCpuSecs } from '../lib/redis-info';
 
@@ -59,20 +59,23 @@ async function listKeys(client: Redis, prefix: string): Promise<string[]> {
 /** One pass, its pages sized as the warm load sizes them (by the records read so far): resolves how many of `keys` had a value. */
 async function pass(client: Redis, keys: string[]): Promise<number> {
   let read = 0;
-  let bytes = 0;
-  let pageRecords = WARM_FIRST_PAGE_RECORDS;
+  const size = new WarmPageSize(undefined);
   const inFlight: Array<Promise<Array<Buffer | null>>> = [];
   const take = (values: Array<Buffer | null>): void => {
+    let pageRead = 0;
+    let bytes = 0;
     for (const v of values) {
       if (v === null) continue;
-      read++;
+      pageRead++;
       bytes += v.length;
     }
-    if (read > 0) pageRecords = warmPageRecords(bytes / read);
+    read += pageRead;
+    size.observe(pageRead, bytes);
   };
   for (let i = 0; i < keys.length; ) {
-    inFlight.push(client.mgetBuffer(keys.slice(i, i + pageRecords)));
-    i += pageRecords;
+    const records = size.records;
+    inFlight.push(client.mgetBuffer(keys.slice(i, i + records)));
+    i += records;
     if (inFlight.length >= WARM_FETCHES_IN_FLIGHT) take(await inFlight.shift()!);
   }
   while (inFlight.length > 0) take(await inFlight.shift()!);

@@ -55,8 +55,12 @@ export function warmPageRecords(recordBytes: number): number {
   return Math.max(1, Math.min(WARM_PAGE_RECORDS, Math.floor(WARM_PAGE_BYTES / Math.max(1, recordBytes))));
 }
 
-/** The size of a warm load's next pages: fixed when the caller chose one, else by the records read so far (warmPageRecords). */
-class PageSize {
+/**
+ * The size of a warm load's next pages: fixed when the caller chose one, else
+ * by the records read so far (warmPageRecords). Exported for the bench's own
+ * pass, which pages as the warm load does.
+ */
+export class WarmPageSize {
   records: number;
   private bytes = 0;
   private read = 0;
@@ -109,7 +113,7 @@ export interface WarmSource {
  */
 export async function* warmLoad(src: WarmSource, opts: { count?: number; waitMs?: number } = {}): AsyncGenerator<StoredResource[], void, undefined> {
   const { conn } = src;
-  const size = new PageSize(opts.count);
+  const size = new WarmPageSize(opts.count);
   if (!(await conn.waitUntilHealthy(opts.waitMs ?? 2000))) {
     if (!conn.closed) {
       conn.countError('warmLoad');
@@ -162,7 +166,7 @@ async function* decoded(
   fetcher: RecordFetcher,
   list: Lister,
   progress: { total: number },
-  size: PageSize,
+  size: WarmPageSize,
   builder?: IndexBuilder,
 ): AsyncGenerator<StoredResource[], boolean, undefined> {
   const queue: WarmFetch[] = [];
@@ -289,7 +293,7 @@ class PageBuilder {
  * Pages of what the index shards of `slots` (one node's) list: their loose
  * records, then the members of their globs.
  */
-async function listIndexed(src: WarmSource, lister: Redis | Cluster, slots: number[], size: PageSize, send: Send): Promise<boolean> {
+async function listIndexed(src: WarmSource, lister: Redis | Cluster, slots: number[], size: WarmPageSize, send: Send): Promise<boolean> {
   const { conn, keys } = src;
   const shards = await readShards(conn, lister, keys, slots, src.timeoutMs);
   if (shards === FAILED) return false;
@@ -344,7 +348,7 @@ async function listIndexed(src: WarmSource, lister: Redis | Cluster, slots: numb
  * (COUNT `scanCount`) on a second connection (as the index is listed), cut
  * to `size`.
  */
-async function listScanned(src: WarmSource, node: Redis, scanCount: number, size: PageSize, send: Send): Promise<boolean> {
+async function listScanned(src: WarmSource, node: Redis, scanCount: number, size: WarmPageSize, send: Send): Promise<boolean> {
   const { conn, keys } = src;
   const scanner = await secondConnection(src, node);
   const pattern = keys.resourcePattern();
