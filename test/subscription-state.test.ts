@@ -85,6 +85,19 @@ test('state (SotW): Listener responses carry the whole state of the world; a del
   assert.equal(afterDelete.version_info, afterDelete.nonce);
 });
 
+test('state (SotW): dropping a name its glob still covers sends nothing, and the next state of the world still carries it', () => {
+  const { a, client, push } = setup();
+  const c = client(LISTENER, 'sotw');
+  c.subscribe([L('g/*'), L('g/m1')]);
+  push(a, LISTENER, [[L('g/m1'), 'v1'], [L('g/m2'), 'v1']]);
+  const before = c.stream.sent.length;
+  c.unsubscribe([L('g/m1')]);
+  assert.equal(c.stream.sent.length, before, 'a list that only drops a name gets no answer');
+  push(a, LISTENER, [[L('g/m2'), 'v2']]);
+  const last = discoveryResponseCodec.decode(c.stream.sent.at(-1)!.bytes);
+  assert.equal(last.resources!.length, 2, 'g/m1, still held through the glob, and the changed g/m2');
+});
+
 test('responses: chunking keeps runs under the limit and puts an oversized item alone', () => {
   const chunks = chunkBySize([3, 3, 3, 10, 1], (n) => n, 6);
   assert.deepEqual(chunks, [[3, 3], [3], [10], [1]]);

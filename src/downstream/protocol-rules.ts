@@ -24,6 +24,12 @@ export interface ProtocolRules {
    * the type; `namedBefore`, an earlier request named a resource.
    */
   readsAsWildcard(typeUrl: string, first: boolean, namedBefore: boolean): boolean;
+  /**
+   * Whether a name the client stops asking for while one of its collections
+   * still covers it is answered: sent again if it exists, else reported
+   * removed, so the client knows whether to keep it.
+   */
+  readonly answersDroppedCoveredName: boolean;
 }
 
 /**
@@ -37,6 +43,7 @@ export const DELTA_RULES: ProtocolRules = {
   sendsWholeWorld: () => false,
   answerCounts: () => true,
   readsAsWildcard: (typeUrl, first) => first && LEGACY_WILDCARD_TYPES.has(typeUrl),
+  answersDroppedCoveredName: true,
 };
 
 /**
@@ -44,12 +51,15 @@ export const DELTA_RULES: ProtocolRules = {
  * newer response is on its way, and the client's answer to that carries its
  * current list); an empty list is the legacy wildcard only on a Listener or
  * Cluster type that never named anything; Listener and Cluster responses
- * carry the whole state.
+ * carry the whole state. A list that only drops names gets no answer: the
+ * client keeps what its collections still cover, as it holds it (a state it
+ * rejected stands).
  */
 export const SOTW_RULES: ProtocolRules = {
   sendsWholeWorld: (typeUrl) => LEGACY_WILDCARD_TYPES.has(typeUrl),
   answerCounts: (nonce, lastNonce) => nonce === lastNonce,
   readsAsWildcard: (typeUrl, _first, namedBefore) => !namedBefore && LEGACY_WILDCARD_TYPES.has(typeUrl),
+  answersDroppedCoveredName: false,
 };
 
 export function rulesFor(protocol: Protocol): ProtocolRules {

@@ -253,11 +253,18 @@ export class SubscriptionState implements Watcher, FanOutTarget {
           this.dropHeld(held);
         }
         this.dropHeld(name);
-      } else {
+      } else if (this.rules.answersDroppedCoveredName) {
         this.dropHeld(name);
         this.answerStillCovered(name, fan);
+      } else if (!this.heldThroughCollection(name)) {
+        this.dropHeld(name);
       }
     }
+  }
+
+  /** Whether the client holds `name` as a member of one of its collections, under that same name. */
+  private heldThroughCollection(name: string): boolean {
+    return this.collections.covers(name) && this.engine.heldKey(this.typeUrl, name)?.name === name;
   }
 
   /** How many of the names the client asked for the relay refused. */
@@ -288,11 +295,12 @@ export class SubscriptionState implements Watcher, FanOutTarget {
 
   /**
    * The protocol rule for a name the client stopped asking for while one of
-   * its collections (a glob, or the wildcard) still covers it: the client
-   * cannot know whether to keep it, so it is sent again if it exists, else
-   * reported removed. Under another spelling the client dropped only that
-   * spelling: the member it holds under its own name stays as it is (also
-   * when it rejected it).
+   * its collections (a glob, or the wildcard) still covers it, where the
+   * protocol answers that (ProtocolRules.answersDroppedCoveredName): the
+   * client cannot know whether to keep it, so it is sent again if it exists,
+   * else reported removed. Under another spelling the client dropped only
+   * that spelling: the member it holds under its own name stays as it is
+   * (also when it rejected it).
    */
   private answerStillCovered(name: string, fan: FanOut): void {
     if (!this.collections.covers(name)) return;
@@ -301,9 +309,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
     if (entry) {
       if (entry.name === name) this.resend(name);
       this.outbox.offer(entry.name, entry.variant(entry.name, false), fan);
-    } else if (!this.world) {
-      // A state of the world has no word for "removed": the client dropped
-      // the name from its list and holds nothing under it.
+    } else {
       this.outbox.queueRemove(name, fan);
     }
   }
