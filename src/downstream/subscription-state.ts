@@ -257,6 +257,7 @@ export class SubscriptionState implements Watcher, FanOutTarget {
         this.dropHeld(name);
         this.answerStillCovered(name, fan);
       } else if (!this.heldThroughCollection(name)) {
+        // No answer (state of the world); what a collection still covers stays held through it.
         this.dropHeld(name);
       }
     }
