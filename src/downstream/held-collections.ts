@@ -41,6 +41,13 @@ export class HeldCollections {
     return key !== undefined && this.counts.has(key.collection);
   }
 
+  /** Whether a collection of the client's covers `name` and would send that member under `name` itself (not another spelling). */
+  coversUnderOwnName(name: string): boolean {
+    if (this.counts.size === 0) return false;
+    const key = this.engine.heldKey(this.typeUrl, name);
+    return key !== undefined && key.name === name && this.counts.has(key.collection);
+  }
+
   /**
    * Names the client holds as members of collection `key`: under the name a
    * member is sent with (not another spelling it subscribed by itself). A

@@ -256,16 +256,11 @@ export class SubscriptionState implements Watcher, FanOutTarget {
       } else if (this.rules.answersDroppedCoveredName) {
         this.dropHeld(name);
         this.answerStillCovered(name, fan);
-      } else if (!this.heldThroughCollection(name)) {
+      } else if (!this.collections.coversUnderOwnName(name)) {
         // No answer (state of the world); what a collection still covers stays held through it.
         this.dropHeld(name);
       }
     }
-  }
-
-  /** Whether the client holds `name` as a member of one of its collections, under that same name. */
-  private heldThroughCollection(name: string): boolean {
-    return this.collections.covers(name) && this.engine.heldKey(this.typeUrl, name)?.name === name;
   }
 
   /** How many of the names the client asked for the relay refused. */
