@@ -141,14 +141,22 @@ function answerIfSame(kept: SharedAnswer | undefined, typeUrl: string, adds: rea
  * An answer holding a variant the cache has retired (a newer version came,
  * or the last subscriber left and the resource was dropped) can never be
  * asked for again: its content names that variant. Such answers are
- * dropped as they are found — a few of the oldest are looked at on every
- * store, and all of them once a second while any are kept — rather than
+ * dropped as they are found — a few are looked at on every store, in turn
+ * round the memo, and all of them once a second while any are kept — rather than
  * kept until the byte bound pushes them out: streams coming and going, each
  * re-fetching what the previous ones let go, would otherwise leave the heap
  * growing by every answer they were sent, up to the bound.
  */
 class RecentAnswers {
   private readonly byHash = new Map<number, SharedAnswer>();
+  /**
+   * Where the sweep goes on from: a live iterator over byHash, which a Map's
+   * iterator stays while entries come and go. Starting each sweep at the
+   * front instead, and moving live answers to the back, left a run of
+   * deleted slots at the front of the table that every sweep walked over
+   * again until the table was rebuilt.
+   */
+  private cursor: MapIterator<[number, SharedAnswer]> | undefined;
   private bytes = 0;
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
@@ -161,6 +169,7 @@ class RecentAnswers {
     clearTimeout(this.timer);
     this.timer = undefined;
     this.byHash.clear();
+    this.cursor = undefined;
     this.bytes = 0;
   }
 
@@ -188,19 +197,22 @@ class RecentAnswers {
     if (prev) this.drop(hash, prev);
     this.byHash.set(hash, answer);
     this.bytes += size;
+    // Only past the bound: even one step of an iterator walks the deleted slots at the table's front.
+    if (this.bytes <= this.maxBytes) return;
     for (const [h, a] of this.byHash) {
       if (this.bytes <= this.maxBytes) break;
       this.drop(h, a);
     }
   }
 
-  /** Looks at up to `n` of the oldest answers: stale ones go, live ones move to the back. */
+  /** Looks at up to `n` answers, going on from where the last sweep stopped (round the table): stale ones go. */
   sweep(n: number): void {
     for (let i = 0; i < n && this.byHash.size > 0; i++) {
-      const [h, a] = this.byHash.entries().next().value as [number, SharedAnswer];
-      this.byHash.delete(h);
-      if (isStale(a.responses)) this.bytes -= bytesOf(a);
-      else this.byHash.set(h, a);
+      let next = (this.cursor ??= this.byHash.entries()).next();
+      if (next.done) next = (this.cursor = this.byHash.entries()).next();
+      if (next.done) return;
+      const [h, a] = next.value;
+      if (isStale(a.responses)) this.drop(h, a);
     }
   }
 
