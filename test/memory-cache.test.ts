@@ -14,9 +14,9 @@ const TYPE = 'type.googleapis.com/envoy.config.cluster.v3.Cluster';
 const NAME = 'xdstp://a/envoy.config.cluster.v3.Cluster/c1';
 
 /** A cache entry as the store makes it from the bytes upstream sent. */
-function entryOf(version: string): CacheEntry {
+function entryOf(version: string, glob?: string): CacheEntry {
   const resource = encodeOne(version);
-  return new CacheEntry({ key: NAME, typeUrl: TYPE, version, resource }, NAME, splitResource(resource));
+  return new CacheEntry({ key: NAME, typeUrl: TYPE, version, resource, glob }, NAME, splitResource(resource));
 }
 
 /** The encoded Resource: field 2 of a one-resource response, without its tag and length. */
@@ -67,4 +67,20 @@ test('dropping a resource retires its copies; storing the same entry again reviv
   assert.equal(v.retired, true);
   cache.set(e);
   assert.equal(v.retired, false);
+});
+
+test('a member replaced by newer versions is listed once, as the newest, and its removal empties the collection', () => {
+  const cache = new MemoryCache();
+  const glob = 'xdstp://a/envoy.config.cluster.v3.Cluster/*';
+  cache.set(entryOf('1', glob));
+  assert.deepEqual(cache.members(glob).map((e) => e.version), ['1']);
+  cache.set(entryOf('2', glob));
+  cache.set(entryOf('3', glob));
+  assert.equal(cache.memberCount(glob), 1);
+  assert.deepEqual(cache.members(glob).map((e) => e.version), ['3']);
+  cache.delete(NAME);
+  assert.equal(cache.memberCount(glob), 0);
+  assert.deepEqual(cache.members(glob), []);
+  cache.set(entryOf('4', glob));
+  assert.deepEqual(cache.members(glob).map((e) => e.version), ['4']);
 });

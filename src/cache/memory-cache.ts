@@ -136,10 +136,14 @@ export class MemoryCache {
     this.absent.delete(entry.key);
     const glob = entry.stored.glob;
     if (glob !== undefined) {
-      let members = this.collections.get(glob);
-      if (!members) this.collections.set(glob, (members = new Set()));
-      members.add(entry.key);
-      this.memberLists.delete(glob);
+      // A new version of a member is already in its collection's set (a key's collection follows from the key):
+      // under churn that set holds thousands of keys, and looking one up again costs a cache miss or two.
+      if (prev?.stored.glob !== glob) {
+        let members = this.collections.get(glob);
+        if (!members) this.collections.set(glob, (members = new Set()));
+        members.add(entry.key);
+        this.memberLists.delete(glob);
+      }
       this.absent.delete(glob);
     }
   }
