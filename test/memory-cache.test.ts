@@ -1,7 +1,8 @@
 /**
  * The in-process cache tells the copies it hands out when it stops holding
  * them, so answers memoized on a copy (shared across reconnecting clients)
- * are let go instead of piling up.
+ * are let go instead of piling up; and it lists a collection's members as
+ * they are now.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -137,7 +137,7 @@ export class MemoryCache {
     const glob = entry.stored.glob;
     if (glob !== undefined) {
       // A new version of a member is already in its collection's set (a key's collection follows from the key):
-      // under churn that set holds thousands of keys, and looking one up again costs a cache miss or two.
+      // under churn every change would look its key up again in a set of all the collection's members.
       if (prev?.stored.glob !== glob) {
         let members = this.collections.get(glob);
         if (!members) this.collections.set(glob, (members = new Set()));
