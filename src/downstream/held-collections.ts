@@ -1,5 +1,6 @@
 import { CompactMap } from '../compact-map';
 import type { SubscriptionPort } from '../engine/types';
+import type { ResourceKey } from '../engine/routing';
 
 /**
  * The collections (globs, the wildcard) one client subscribes for one type
@@ -36,16 +37,19 @@ export class HeldCollections {
 
   /** Whether one of the client's collections covers resource `name`. */
   covers(name: string): boolean {
-    if (this.counts.size === 0) return false;
-    const key = this.engine.heldKey(this.typeUrl, name);
-    return key !== undefined && this.counts.has(key.collection);
+    return this.coveringKey(name) !== undefined;
   }
 
   /** Whether a collection of the client's covers `name` and would send that member under `name` itself (not another spelling). */
   coversUnderOwnName(name: string): boolean {
-    if (this.counts.size === 0) return false;
+    return this.coveringKey(name)?.name === name;
+  }
+
+  /** `name`'s key when one of the client's collections covers it; undefined otherwise. */
+  private coveringKey(name: string): ResourceKey | undefined {
+    if (this.counts.size === 0) return undefined;
     const key = this.engine.heldKey(this.typeUrl, name);
-    return key !== undefined && key.name === name && this.counts.has(key.collection);
+    return key !== undefined && this.counts.has(key.collection) ? key : undefined;
   }
 
   /**
