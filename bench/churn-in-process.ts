@@ -10,9 +10,9 @@
  *   node dist/bench/churn-in-process.js --cold --against DIR # this build (B) against another build's dist/ (A)
  *
  * `--cold` walks a 48 MB buffer between the relay's steps (2 MB of it before
- * each update, 256 KB before each ACK), so the relay finds its state out of
- * the core's own caches and the TLB, as other work (the kernel's, the other
- * clients') may leave it in row 6 between two touches of one client's state.
+ * each update, 256 KB before each ACK), to push the relay's state out of the
+ * core's own caches and the TLB, as other work (the kernel's, the other
+ * clients') may between two touches of one client's state in row 6.
  * `--against` loads the other build beside this one, in one process, and feeds
  * both the same updates in alternating order, so the machine's drift falls on
  * both alike; it prints B ÷ A per block of updates and their median. Loaded
@@ -22,7 +22,7 @@
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { SubscriptionState } from '../src/downstream/subscription-state';
-import { prng } from './lib/stats';
+import { median, prng } from './lib/stats';
 
 type Harness = typeof import('../test/support/engine-harness');
 type Names = typeof import('../test/support/names');
@@ -95,7 +95,6 @@ function loadRelay(dist: string, disturb: Disturber): Relay {
         acks.push([state, r.nonce]);
       };
       client.subscribe(picks.map(name));
-      acks = [];
     },
     step(changed, version) {
       const encoded = changed.map((i) => encode(i, version));
@@ -160,11 +159,14 @@ function main(): void {
     }
     feed(Math.ceil(updates / blocks));
     const perResponse = builds.map(([label, relay]) => [label, Number(relay.nanos) / 1000 / relay.responses] as const);
-    const line = perResponse.map(([label, us]) => `${label} ${us.toFixed(2)} µs`).join(', ');
-    if (perResponse.length === 2) ratios.push(perResponse[1]![1] / perResponse[0]![1]);
-    console.log(`block ${b + 1}: ${line} per response${perResponse.length === 2 ? `, B ÷ A ${ratios[b]!.toFixed(3)}` : ''}`);
+    let line = `block ${b + 1}: ${perResponse.map(([label, us]) => `${label} ${us.toFixed(2)} µs`).join(', ')} per response`;
+    if (perResponse.length === 2) {
+      ratios.push(perResponse[1]![1] / perResponse[0]![1]);
+      line += `, B ÷ A ${ratios[b]!.toFixed(3)}`;
+    }
+    console.log(line);
   }
-  if (ratios.length > 0) console.log(`median B ÷ A ${[...ratios].sort((x, y) => x - y)[blocks >> 1]!.toFixed(3)}`);
+  if (ratios.length > 0) console.log(`median B ÷ A ${median(ratios).toFixed(3)}`);
   // Keeps the disturbing walk from being optimized away.
   if (Number.isNaN(disturb.sum)) console.log('');
 }
