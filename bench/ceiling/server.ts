@@ -8,16 +8,19 @@
  *   h2    — raw node:http2 server writing the gRPC-framed bytes itself
  * `perClient` encodes a fresh response per stream instead (what encode-once saves).
  * It also serves the storm baseline (a pre-encoded N-resource response on each
- * stream's first request) and a churn baseline (R responses/s round-robin).
+ * stream's first request) and a churn baseline (the scenario's changes, sent
+ * to their subscribers).
  */
 import * as http2 from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import { SOTW_ADS_PATH, adsServiceDefinition } from '../../src/proto/ads-service';
 import { encodeDeltaResponse } from '../../src/proto/delta-response';
+import { decodeDeltaRequest } from '../../src/proto/requests';
 import { encodeSotwResponse } from '../../src/proto/sotw-response';
 import { lenField, stringField } from '../../src/proto/wire';
 import type { AdsProtocol } from '../lib/protocol';
-import { TYPE_URL, stampedVersion } from '../lib/names';
+import { TYPE_URL, churnName, drawChurnChanges, stampedVersion } from '../lib/names';
+import { prng } from '../lib/stats';
 import { encodeResource, payloadOf, stampedPayloadOf } from '../origin';
 
 type Mode = 'grpc' | 'h2';
@@ -25,6 +28,8 @@ type Mode = 'grpc' | 'h2';
 interface Sink {
   protocol: AdsProtocol;
   requested: boolean;
+  /** What the stream's first (delta) request subscribed: the churn baseline writes to a change's subscribers. */
+  names: readonly string[];
   write(bytes: Buffer): void;
 }
 
@@ -32,6 +37,8 @@ const mode: Mode = process.argv.includes('--mode=h2') ? 'h2' : 'grpc';
 const sinks = new Set<Sink>();
 let syncResponse: Buffer | undefined;
 let nonce = 0;
+const EMPTY = Buffer.alloc(0);
+const NO_SINKS: readonly Sink[] = [];
 
 function framed(bytes: Buffer): Buffer {
   const out = Buffer.allocUnsafe(5 + bytes.length);
@@ -41,9 +48,10 @@ function framed(bytes: Buffer): Buffer {
   return out;
 }
 
-function onFirstRequest(sink: Sink): void {
+function onFirstRequest(sink: Sink, bytes: Buffer): void {
   if (sink.requested) return;
   sink.requested = true;
+  if (sink.protocol === 'delta') sink.names = decodeDeltaRequest(bytes, false).subscribe;
   if (syncResponse && sink.protocol === 'delta') sink.write(syncResponse);
 }
 
@@ -57,9 +65,9 @@ async function listen(): Promise<number> {
       'grpc.max_receive_message_length': 4 * 1024 * 1024,
     });
     const onCall = (protocol: AdsProtocol) => (call: grpc.ServerDuplexStream<Buffer, Buffer>): void => {
-      const sink: Sink = { protocol, requested: false, write: (b) => void call.write(b) };
+      const sink: Sink = { protocol, requested: false, names: [], write: (b) => void call.write(b) };
       sinks.add(sink);
-      call.on('data', () => onFirstRequest(sink));
+      call.on('data', (bytes: Buffer) => onFirstRequest(sink, bytes));
       const drop = (): void => void sinks.delete(sink);
       call.on('end', () => {
         drop();
@@ -83,9 +91,10 @@ async function listen(): Promise<number> {
     stream.respond({ ':status': 200, 'content-type': 'application/grpc' });
     // h2 mode writes bytes that are already gRPC-framed.
     const protocol: AdsProtocol = headers[':path'] === SOTW_ADS_PATH ? 'sotw' : 'delta';
-    const sink: Sink = { protocol, requested: false, write: (b) => void stream.write(b) };
+    const sink: Sink = { protocol, requested: false, names: [], write: (b) => void stream.write(b) };
     sinks.add(sink);
-    stream.on('data', () => onFirstRequest(sink));
+    // Requests are not unframed in h2 mode: its streams' subscriptions are not known.
+    stream.on('data', () => onFirstRequest(sink, EMPTY));
     stream.on('close', () => sinks.delete(sink));
     stream.on('error', () => sinks.delete(sink));
   });
@@ -139,10 +148,15 @@ interface FireCommand {
 
 interface ChurnCommand {
   cmd: 'churn';
-  responsesPerSec: number;
+  /** The origin's changes per second, drawn as the scenario draws them (bench/lib/names.ts drawChurnChanges). */
+  changesPerSec: number;
   durationMs: number;
-  name: string;
   payloadBytes: number;
+  /** The scenario's resources, its names drawn more often and how much more, and its seed for this window. */
+  resources: number;
+  hot: string[];
+  hotShare: number;
+  seed: number;
 }
 
 type Command =
@@ -183,29 +197,50 @@ function fire(c: FireCommand): object {
   return { wrote: n, loopMs: Number(process.hrtime.bigint() - started) / 1e6 };
 }
 
-/** Writes `responsesPerSec` stamped responses per second, round-robin over the streams, in 10 ms ticks. */
+/**
+ * The relay's churn without the relay: `changesPerSec` changes drawn as the
+ * scenario draws them for the origin, in 10 ms ticks, each tick's changes
+ * sent to their subscribers, one pre-encoded response per stream that
+ * subscribed any of them (the relay sends a client one response per upstream
+ * update). So the baseline reaches the same clients, scattered over its
+ * streams as the relay's are over its clients: writing to streams in the
+ * order they were accepted, neighbours in memory, costs less
+ * (docs/performance.md, churn).
+ */
 function churn(c: ChurnCommand): Promise<object> {
   return new Promise((resolve) => {
-    const list = [...sinks];
-    let cursor = 0;
+    const subscribers = new Map<string, Sink[]>();
+    for (const sink of sinks) {
+      for (const name of sink.names) {
+        const list = subscribers.get(name);
+        if (list) list.push(sink);
+        else subscribers.set(name, [sink]);
+      }
+    }
+    const draw = prng(c.seed);
     let sent = 0;
     const start = Date.now();
     let carry = 0;
     const timer = setInterval(() => {
       const elapsed = Date.now() - start;
-      if (elapsed >= c.durationMs || list.length === 0) {
+      if (elapsed >= c.durationMs || subscribers.size === 0) {
         clearInterval(timer);
         resolve({ responses: sent });
         return;
       }
-      carry += c.responsesPerSec / 100;
+      carry += c.changesPerSec / 100;
       const k = Math.floor(carry);
       carry -= k;
       if (k === 0) return;
-      const bytes = response([c.name], stampedVersion(Number(process.hrtime.bigint() / 1000n)), c.payloadBytes);
-      for (let j = 0; j < k; j++) {
-        list[cursor++ % list.length]!.write(bytes);
-        sent++;
+      const bytes = response([churnName(0)], stampedVersion(Number(process.hrtime.bigint() / 1000n)), c.payloadBytes);
+      const reached = new Set<Sink>();
+      for (const name of drawChurnChanges(draw, k, c.resources, c.hot, c.hotShare)) {
+        for (const sink of subscribers.get(name) ?? NO_SINKS) {
+          if (reached.has(sink)) continue;
+          reached.add(sink);
+          sink.write(bytes);
+          sent++;
+        }
       }
     }, 10);
   });

@@ -116,6 +116,18 @@ export function churnPicks(plan: Extract<Plan, { kind: 'churn' }>, i: number): n
   return distinctUniform(plan.size, plan.perClient, prng(plan.seed * 7919 + i));
 }
 
+/**
+ * The `k` distinct names one churn tick changes: drawn uniformly over `size`
+ * resources, except a `hotShare` of the draws, which come from `hot`. The
+ * churn scenario's origin and its baseline draw with it, so one seed gives
+ * both the same changes.
+ */
+export function drawChurnChanges(rand: () => number, k: number, size: number, hot: readonly string[], hotShare: number): string[] {
+  const names = new Set<string>();
+  while (names.size < k) names.add(rand() < hotShare && hot.length > 0 ? hot[Math.floor(rand() * hot.length)]! : churnName(Math.floor(rand() * size)));
+  return [...names];
+}
+
 /** What client i subscribes to. */
 export function namesFor(plan: Plan, i: number): string[] {
   switch (plan.kind) {

@@ -7,9 +7,11 @@
  * windows with and without the stall are interleaved and pooled (a major GC
  * in the relay lands in either kind alike), and the relay must hold at most
  * the latest version per stalled subscription (checked after resuming).
- * Baseline: bare grpc-js writing the same number of responses per second, in
- * windows interleaved with the relay's (one after each 1,000/s window without a
- * stall), after a warm-up window like the relay's 100/s one.
+ * Baseline: bare grpc-js with as many streams subscribed alike, sent each
+ * relay window's changes (the same seed) from a pre-encoded response, one per
+ * stream that subscribed a change of the tick, in windows interleaved with the
+ * relay's (one after each 1,000/s window without a stall), after a warm-up
+ * window with the relay's 100/s changes.
  * 20% of the changes hit the stallable clients' resources (in every window, so
  * windows compare like for like), enough to exhaust a stalled client's window.
  */
@@ -18,7 +20,7 @@ import * as path from 'node:path';
 import { BenchOrigin } from '../origin';
 import { logProfile, profileIn } from '../lib/cpuprofile';
 import type { BenchContext, ScenarioResult } from '../lib/context';
-import { churnName, churnPicks, stampedVersion, type Plan } from '../lib/names';
+import { churnName, churnPicks, drawChurnChanges, stampedVersion, type Plan } from '../lib/names';
 import { nowUs, sleep } from '../lib/proc';
 import { GenPool, metricValue, startCeiling, startRelay, type CeilingProc, type RelayProc } from '../lib/servers';
 import { CHURN_EFFICIENCY, atLeast } from '../lib/targets';
@@ -52,9 +54,7 @@ function drive(origin: BenchOrigin, rate: number, ms: number, seed: number, hot:
       const k = Math.floor(carry);
       carry -= k;
       if (k === 0) return;
-      const names = new Set<string>();
-      while (names.size < k) names.add(rand() < HOT_SHARE ? hot[Math.floor(rand() * hot.length)]! : churnName(Math.floor(rand() * RESOURCES)));
-      origin.change([...names], stampedVersion(nowUs()));
+      origin.change(drawChurnChanges(rand, k, RESOURCES, hot, HOT_SHARE), stampedVersion(nowUs()));
       changes += k;
     }, 10);
   });
@@ -149,12 +149,29 @@ async function runWindow(
   };
 }
 
-/** One baseline window: bare grpc-js writes `responsesPerSec` for `ms`, round-robin over its streams. */
-async function runCeilingWindow(ceil: CeilingProc, gens: GenPool, responsesPerSec: number, ms: number, payloadBytes: number): Promise<CeilingWindow> {
+/** One baseline window: bare grpc-js sends `rate` changes per second for `ms` to their subscribers, the changes a relay window of `seed` got. */
+async function runCeilingWindow(
+  ceil: CeilingProc,
+  gens: GenPool,
+  rate: number,
+  ms: number,
+  payloadBytes: number,
+  seed: number,
+  hot: readonly string[],
+): Promise<CeilingWindow> {
   await gens.record('cchurn', true, nowUs());
   const c0 = ceil.cpu();
   const fromUs = nowUs();
-  const churned = await ceil.rpc.call<{ responses: number }>({ cmd: 'churn', responsesPerSec, durationMs: ms, name: churnName(0), payloadBytes });
+  const churned = await ceil.rpc.call<{ responses: number }>({
+    cmd: 'churn',
+    changesPerSec: rate,
+    durationMs: ms,
+    payloadBytes,
+    resources: RESOURCES,
+    hot,
+    hotShare: HOT_SHARE,
+    seed,
+  });
   await sleep(300);
   const cpuSec = ceil.cpu() - c0;
   const toUs = nowUs();
@@ -202,9 +219,10 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioResult> {
   const o = await gens.open('churn', relay.port, CLIENTS, plan, { stallEvery: STALL_EVERY, concurrency: 256 });
   const s = await gens.waitSynced('churn', 120_000);
   if (o.failed > 0 || s.synced < CLIENTS) throw new Error(`only ${s.synced}/${CLIENTS} clients synced`);
-  // Baseline: bare grpc-js writing as many responses per second, round-robin over as many streams. It runs
-  // beside the relay from the start and its windows are interleaved with the relay's, so both are measured
-  // in the same minutes (on a shared VM the machine's speed drifts by more than the gap being measured).
+  // Baseline: bare grpc-js with as many streams subscribed alike, sent the same changes (each to its
+  // subscribers) without a relay's work in between. It runs beside the relay from the start and its
+  // windows are interleaved with the relay's, so both are measured in the same minutes (on a shared VM
+  // the machine's speed drifts by more than the gap being measured).
   const ceil = await startCeiling('grpc', ctx.profile ? ['--cpu-prof', `--cpu-prof-dir=${ceilProfDir}`] : []);
   ctx.defer(() => ceil.stop());
   await gens.open('cchurn', ceil.port, CLIENTS, plan, { concurrency: 256 });
@@ -215,11 +233,13 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioResult> {
   const hot: string[] = [];
   for (let i = STALL_EVERY - 1; i < CLIENTS; i += STALL_EVERY) hot.push(...churnPicks(plan, i).map(churnName));
   let seed = 1;
-  const w100 = [await runWindow('100/s', relay, origin, gens, 100, windowMs, seed++, hot)];
-  // The baseline gets the history the relay's measured windows have behind them: a window at the responses per
-  // second of the relay's 100/s window. A server's first seconds of writing (its JIT, its heap growing to size)
-  // cost more than the rest (25–40 % more for bare grpc-js in three runs here); measured cold, it would pay what the relay paid unmeasured.
-  const ceilWarmup = await runCeilingWindow(ceil, gens, Math.round(w100[0]!.responses / (windowMs / 1000)), windowMs, ctx.payloadBytes);
+  const seed100 = seed++;
+  const w100 = [await runWindow('100/s', relay, origin, gens, 100, windowMs, seed100, hot)];
+  // The baseline gets the history the relay's measured windows have behind them: the changes of the
+  // relay's 100/s window. A server's first seconds of writing (its JIT, its heap growing to size) cost
+  // more than the rest (25–40 % more for bare grpc-js in three runs here); measured cold, it would pay
+  // what the relay paid unmeasured.
+  const ceilWarmup = await runCeilingWindow(ceil, gens, 100, windowMs, ctx.payloadBytes, seed100, hot);
   const ceilWindows: CeilingWindow[] = [];
   const normal: Window[] = [];
   const slow: Window[] = [];
@@ -231,9 +251,9 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioResult> {
     // Alternate which kind goes first.
     for (const kind of k % 2 === 0 ? ['normal', 'stalled'] : ['stalled', 'normal']) {
       if (kind === 'normal') {
-        const w = await runWindow('1000/s', relay, origin, gens, 1000, windowMs, seed++, hot);
-        normal.push(w);
-        ceilWindows.push(await runCeilingWindow(ceil, gens, Math.round(w.responses / (windowMs / 1000)), windowMs, ctx.payloadBytes));
+        const windowSeed = seed++;
+        normal.push(await runWindow('1000/s', relay, origin, gens, 1000, windowMs, windowSeed, hot));
+        ceilWindows.push(await runCeilingWindow(ceil, gens, 1000, windowMs, ctx.payloadBytes, windowSeed, hot));
         continue;
       }
       stalled = await gens.stall('churn', true);
