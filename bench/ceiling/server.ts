@@ -28,8 +28,8 @@ type Mode = 'grpc' | 'h2';
 interface Sink {
   protocol: AdsProtocol;
   requested: boolean;
-  /** What the stream's first (delta) request subscribed: the churn baseline writes to a change's subscribers. */
-  names: readonly string[];
+  /** What the stream's first (delta) request subscribed, once told to keep it: the churn baseline writes to a change's subscribers. */
+  names?: readonly string[];
   write(bytes: Buffer): void;
 }
 
@@ -37,7 +37,12 @@ const mode: Mode = process.argv.includes('--mode=h2') ? 'h2' : 'grpc';
 const sinks = new Set<Sink>();
 let syncResponse: Buffer | undefined;
 let nonce = 0;
-const EMPTY = Buffer.alloc(0);
+/**
+ * Only the churn baseline needs each stream's subscriptions (keepSubscriptions
+ * command): decoding and keeping them would add to what the other baselines
+ * are measured at (a storm's first answers, memory per idle stream).
+ */
+let keepSubscriptions = false;
 const NO_SINKS: readonly Sink[] = [];
 
 function framed(bytes: Buffer): Buffer {
@@ -48,10 +53,10 @@ function framed(bytes: Buffer): Buffer {
   return out;
 }
 
-function onFirstRequest(sink: Sink, bytes: Buffer): void {
+function onFirstRequest(sink: Sink, bytes: Buffer | undefined): void {
   if (sink.requested) return;
   sink.requested = true;
-  if (sink.protocol === 'delta') sink.names = decodeDeltaRequest(bytes, false).subscribe;
+  if (keepSubscriptions && bytes && sink.protocol === 'delta') sink.names = decodeDeltaRequest(bytes, false).subscribe;
   if (syncResponse && sink.protocol === 'delta') sink.write(syncResponse);
 }
 
@@ -65,7 +70,7 @@ async function listen(): Promise<number> {
       'grpc.max_receive_message_length': 4 * 1024 * 1024,
     });
     const onCall = (protocol: AdsProtocol) => (call: grpc.ServerDuplexStream<Buffer, Buffer>): void => {
-      const sink: Sink = { protocol, requested: false, names: [], write: (b) => void call.write(b) };
+      const sink: Sink = { protocol, requested: false, write: (b) => void call.write(b) };
       sinks.add(sink);
       call.on('data', (bytes: Buffer) => onFirstRequest(sink, bytes));
       const drop = (): void => void sinks.delete(sink);
@@ -91,10 +96,10 @@ async function listen(): Promise<number> {
     stream.respond({ ':status': 200, 'content-type': 'application/grpc' });
     // h2 mode writes bytes that are already gRPC-framed.
     const protocol: AdsProtocol = headers[':path'] === SOTW_ADS_PATH ? 'sotw' : 'delta';
-    const sink: Sink = { protocol, requested: false, names: [], write: (b) => void stream.write(b) };
+    const sink: Sink = { protocol, requested: false, write: (b) => void stream.write(b) };
     sinks.add(sink);
     // Requests are not unframed in h2 mode: its streams' subscriptions are not known.
-    stream.on('data', () => onFirstRequest(sink, EMPTY));
+    stream.on('data', () => onFirstRequest(sink, undefined));
     stream.on('close', () => sinks.delete(sink));
     stream.on('error', () => sinks.delete(sink));
   });
@@ -164,6 +169,7 @@ type Command =
   | FireCommand
   | { cmd: 'syncResponse'; names: string[]; payloadBytes: number }
   | ChurnCommand
+  | { cmd: 'keepSubscriptions' }
   | { cmd: 'exit' };
 
 function fire(c: FireCommand): object {
@@ -211,7 +217,7 @@ function churn(c: ChurnCommand): Promise<object> {
   return new Promise((resolve) => {
     const subscribers = new Map<string, Sink[]>();
     for (const sink of sinks) {
-      for (const name of sink.names) {
+      for (const name of sink.names ?? []) {
         const list = subscribers.get(name);
         if (list) list.push(sink);
         else subscribers.set(name, [sink]);
@@ -263,6 +269,9 @@ async function handle(body: Command): Promise<object> {
     case 'syncResponse':
       syncResponse = response(body.names, 'v1', body.payloadBytes);
       return { bytes: syncResponse.length };
+    case 'keepSubscriptions':
+      keepSubscriptions = true;
+      return {};
     case 'churn':
       return churn(body);
     case 'exit':

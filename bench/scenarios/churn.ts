@@ -225,6 +225,7 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioResult> {
   // the machine's speed drifts by more than the gap being measured).
   const ceil = await startCeiling('grpc', ctx.profile ? ['--cpu-prof', `--cpu-prof-dir=${ceilProfDir}`] : []);
   ctx.defer(() => ceil.stop());
+  await ceil.rpc.call({ cmd: 'keepSubscriptions' });
   await gens.open('cchurn', ceil.port, CLIENTS, plan, { concurrency: 256 });
   const deadline = Date.now() + 30_000;
   while ((await ceil.rpc.call<{ requested: number }>({ cmd: 'ready' })).requested < CLIENTS && Date.now() < deadline) await sleep(100);
