@@ -43,6 +43,8 @@ let nonce = 0;
  * are measured at (a storm's first answers, memory per idle stream).
  */
 let keepSubscriptions = false;
+/** Name → the streams that subscribed it, kept as streams come and go so a churn window does not build it on its own CPU time. */
+const subscribers = new Map<string, Sink[]>();
 const NO_SINKS: readonly Sink[] = [];
 
 function framed(bytes: Buffer): Buffer {
@@ -56,8 +58,26 @@ function framed(bytes: Buffer): Buffer {
 function onFirstRequest(sink: Sink, bytes: Buffer | undefined): void {
   if (sink.requested) return;
   sink.requested = true;
-  if (keepSubscriptions && bytes && sink.protocol === 'delta') sink.names = decodeDeltaRequest(bytes, false).subscribe;
+  if (keepSubscriptions && bytes && sink.protocol === 'delta') {
+    sink.names = decodeDeltaRequest(bytes, false).subscribe;
+    for (const name of sink.names) {
+      const list = subscribers.get(name);
+      if (list) list.push(sink);
+      else subscribers.set(name, [sink]);
+    }
+  }
   if (syncResponse && sink.protocol === 'delta') sink.write(syncResponse);
+}
+
+function forget(sink: Sink): void {
+  sinks.delete(sink);
+  for (const name of sink.names ?? []) {
+    const list = subscribers.get(name);
+    if (!list) continue;
+    const at = list.indexOf(sink);
+    if (at >= 0) list.splice(at, 1);
+    if (list.length === 0) subscribers.delete(name);
+  }
 }
 
 async function listen(): Promise<number> {
@@ -73,7 +93,7 @@ async function listen(): Promise<number> {
       const sink: Sink = { protocol, requested: false, write: (b) => void call.write(b) };
       sinks.add(sink);
       call.on('data', (bytes: Buffer) => onFirstRequest(sink, bytes));
-      const drop = (): void => void sinks.delete(sink);
+      const drop = (): void => forget(sink);
       call.on('end', () => {
         drop();
         call.end();
@@ -100,8 +120,8 @@ async function listen(): Promise<number> {
     sinks.add(sink);
     // Requests are not unframed in h2 mode: its streams' subscriptions are not known.
     stream.on('data', () => onFirstRequest(sink, undefined));
-    stream.on('close', () => sinks.delete(sink));
-    stream.on('error', () => sinks.delete(sink));
+    stream.on('close', () => forget(sink));
+    stream.on('error', () => forget(sink));
   });
   server.on('sessionError', () => undefined);
   return new Promise((resolve) => {
@@ -215,14 +235,6 @@ function fire(c: FireCommand): object {
  */
 function churn(c: ChurnCommand): Promise<object> {
   return new Promise((resolve) => {
-    const subscribers = new Map<string, Sink[]>();
-    for (const sink of sinks) {
-      for (const name of sink.names ?? []) {
-        const list = subscribers.get(name);
-        if (list) list.push(sink);
-        else subscribers.set(name, [sink]);
-      }
-    }
     const draw = prng(c.seed);
     let sent = 0;
     const start = Date.now();
