@@ -22,6 +22,7 @@
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { SubscriptionState } from '../src/downstream/subscription-state';
+import { distinctUniform } from './lib/names';
 import { median, prng } from './lib/stats';
 
 type Harness = typeof import('../test/support/engine-harness');
@@ -126,9 +127,8 @@ function main(): void {
   // The builds' clients are made in turn, so neither build's state sits in younger or older memory than the other's.
   const picker = prng(12_345);
   for (let c = 0; c < CLIENTS; c++) {
-    const picks = new Set<number>();
-    while (picks.size < SUBS) picks.add(Math.floor(picker() * RESOURCES));
-    for (const [, relay] of builds) relay.addClient([...picks]);
+    const picks = distinctUniform(RESOURCES, SUBS, picker);
+    for (const [, relay] of builds) relay.addClient(picks);
   }
   for (let i = 0; i < RESOURCES; i += 20) {
     const first = Array.from({ length: 20 }, (_, j) => i + j);
@@ -136,11 +136,7 @@ function main(): void {
   }
   const rand = prng(777);
   let version = 0;
-  const nextUpdate = (): [number[], string] => {
-    const changed = new Set<number>();
-    while (changed.size < CHANGES_PER_UPDATE) changed.add(Math.floor(rand() * RESOURCES));
-    return [[...changed], `v${++version}`];
-  };
+  const nextUpdate = (): [number[], string] => [distinctUniform(RESOURCES, CHANGES_PER_UPDATE, rand), `v${++version}`];
   const feed = (n: number): void => {
     for (let i = 0; i < n; i++) {
       const [changed, v] = nextUpdate();

@@ -61,7 +61,8 @@ export type Plan =
   /** Client i: `perClient` distinct dedup pool entries drawn Zipf(s) over `size`, spelled either way. */
   | { kind: 'zipf'; size: number; perClient: number; s: number; seed: number };
 
-function distinctUniform(size: number, n: number, rand: () => number): number[] {
+/** `n` distinct indexes below `size`, drawn uniformly. */
+export function distinctUniform(size: number, n: number, rand: () => number): number[] {
   const picked = new Set<number>();
   while (picked.size < Math.min(n, size)) picked.add(Math.floor(rand() * size));
   return [...picked];
