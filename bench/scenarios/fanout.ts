@@ -2,7 +2,9 @@
  * Scenarios 0, 1 and 2, interleaved round by round so machine drift hits all
  * of them alike:
  *   0  ceiling — bare grpc-js (and raw node:http2) writing one pre-encoded
- *      response to N streams; also grpc-js encoding per client.
+ *      response to N streams; also grpc-js encoding per client, and a second
+ *      bare grpc-js server identical to the first, whose speed against it is
+ *      the measure's own spread in that run (row 1 prints it, not a target).
  *   1  the relay: N clients on one glob, the origin changes one member.
  *   2  the relay with --no-share-responses (encode-once ablation).
  * Then, once those servers are gone, the same for state-of-the-world clients
@@ -29,7 +31,7 @@ import { logProfile, profileIn, type ProfileSummary, type ProfileWindow } from '
 const MEMBERS = 4;
 /** Fan-out speed (ceiling time ÷ relay time) the relay must reach, delta and SotW alike. */
 
-export type TargetKey = 'ceiling' | 'ceilingPerClient' | 'h2' | 'relay' | 'noshare' | 'sotwCeiling' | 'sotwRelay';
+export type TargetKey = 'ceiling' | 'ceilingTwin' | 'ceilingPerClient' | 'h2' | 'relay' | 'noshare' | 'sotwCeiling' | 'sotwRelay';
 
 type Window = ProfileWindow;
 
@@ -219,6 +221,10 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
   const ceilProfDir = path.join(os.tmpdir(), `xdstp-bench-prof-${ctx.runId}-ceiling`);
   const ceil = await startCeiling('grpc', ctx.profile ? ['--cpu-prof', `--cpu-prof-dir=${ceilProfDir}`] : []);
   ctx.defer(() => ceil.stop());
+  // A second bare grpc-js server doing exactly what the ceiling does, in the same rounds: how far two
+  // identical servers' figures lie apart is the measure's own spread, against which the relay's is read.
+  const twin = await startCeiling('grpc');
+  ctx.defer(() => twin.stop());
   const h2 = await startCeiling('h2');
   ctx.defer(() => h2.stop());
 
@@ -227,6 +233,13 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
   const targets: Target[] = [
     ceilingTarget(ceil, ceilName, payloadBytes),
     relayTarget(relayA, origin, 'A', MEMBERS),
+    {
+      key: 'ceilingTwin',
+      label: 'bare grpc-js, one encoding (a second, identical server)',
+      group: 'twin',
+      pid: twin.pid,
+      fire: (t0Us, round) => twin.rpc.call({ cmd: 'fire', t0Us, round, name: ceilName, payloadBytes, perClient: false }),
+    },
     {
       key: 'h2',
       label: 'raw node:http2',
@@ -276,6 +289,7 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
   const ceilingReady = (c: typeof ceil, protocol: AdsProtocol) => async (): Promise<boolean> =>
     (await c.rpc.call<{ requested: number }>({ cmd: 'ready', protocol })).requested >= N;
   await connect('ceil', ceil.port, { kind: 'same', names: [fanGlob('C')], expect: 0 }, 'delta', ceilingReady(ceil, 'delta'));
+  await connect('twin', twin.port, { kind: 'same', names: [fanGlob('C')], expect: 0 }, 'delta', ceilingReady(twin, 'delta'));
   await connect('h2', h2.port, { kind: 'same', names: [fanGlob('C')], expect: 0 }, 'delta', ceilingReady(h2, 'delta'));
   await connect('relay', relayA.port, { kind: 'same', names: [fanGlob('A')], expect: MEMBERS }, 'delta', undefined);
   await connect('noshare', relayB.port, { kind: 'same', names: [fanGlob('B')], expect: MEMBERS }, 'delta', undefined);
@@ -286,14 +300,15 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
   const S = new Map<TargetKey, TargetSummary>();
   for (const t of targets) S.set(t.key, summarize(t.label, delta.records.get(t.key)!));
   const ceiling = S.get('ceiling')!;
+  const twinS = S.get('ceilingTwin')!;
   const perClient = S.get('ceilingPerClient')!;
   const h2s = S.get('h2')!;
   const relay = S.get('relay')!;
   const noshare = S.get('noshare')!;
 
   // The delta servers and their clients go before the SotW phase: they would hold memory and sockets on both cores.
-  for (const g of ['relay', 'noshare', 'ceil', 'h2']) await gens.close(g);
-  await Promise.all([relayA.stop(), relayB.stop(), ceil.stop(), h2.stop(), origin.stop()]);
+  for (const g of ['relay', 'noshare', 'ceil', 'twin', 'h2']) await gens.close(g);
+  await Promise.all([relayA.stop(), relayB.stop(), ceil.stop(), twin.stop(), h2.stop(), origin.stop()]);
   await sleep(500);
 
   let profile: ProfileSummary | undefined;
@@ -367,7 +382,7 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
 
   const common = { N, rounds, payloadBytes, loadgenProcesses: gens.gens.length, clientsAck: ctx.ack };
   const line = (s: TargetSummary): string => `p50 ${fmt(s.lastP50Ms)} / p99 ${fmt(s.lastP99Ms)} ms, CPU ${fmt(s.cpuMsPer1k)} ms/1k`;
-  const genShares = [ceiling, h2s, relay, noshare].map((s) => s.genCpuShare);
+  const genShares = [ceiling, twinS, h2s, relay, noshare].map((s) => s.genCpuShare);
   const speedTargets = (speedP50: number, speedP99: number | undefined, bound: number): ScenarioResult['targets'] => [
     atLeast('fan-out speed, of the ceiling (p50)', speedP50, bound),
     ...(speedP99 === undefined ? [] : [atLeast('fan-out speed, of the ceiling (p99)', speedP99, bound)]),
@@ -382,11 +397,13 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
     id: '0',
     title: `Ceiling: one pre-encoded response to ${N.toLocaleString('en-US')} streams`,
     figures:
-      `grpc-js ${line(ceiling)}; node:http2 ${line(h2s)}; grpc-js encoding per client ${line(perClient)}; ` +
+      `grpc-js ${line(ceiling)}; a second, identical grpc-js server ${line(twinS)}; node:http2 ${line(h2s)}; grpc-js encoding per client ${line(perClient)}; ` +
       `load-gen CPU share ${fmt(Math.min(...genShares) * 100, 0)}–${fmt(Math.max(...genShares) * 100, 0)}% of its core`,
-    ratio: `http2 ÷ grpc-js time ${fmtRatio(h2s.lastP50Ms / ceiling.lastP50Ms)} p50; per-client encoding ÷ one encoding ${fmtRatio(perClient.lastP50Ms / ceiling.lastP50Ms)} p50, ${fmtRatio(perClient.lastP99Ms / ceiling.lastP99Ms)} p99`,
+    ratio:
+      `identical grpc-js ÷ grpc-js time ${fmtRatio(twinS.lastP50Ms / ceiling.lastP50Ms)} p50, ${fmtRatio(twinS.lastP99Ms / ceiling.lastP99Ms)} p99; ` +
+      `http2 ÷ grpc-js time ${fmtRatio(h2s.lastP50Ms / ceiling.lastP50Ms)} p50; per-client encoding ÷ one encoding ${fmtRatio(perClient.lastP50Ms / ceiling.lastP50Ms)} p50, ${fmtRatio(perClient.lastP99Ms / ceiling.lastP99Ms)} p99`,
     targets: [],
-    data: { ...common, ceiling, ceilingPerClient: perClient, h2: h2s },
+    data: { ...common, ceiling, ceilingTwin: twinS, ceilingPerClient: perClient, h2: h2s },
   };
   const fanoutSpeed = ceiling.lastP50Ms / relay.lastP50Ms;
   const fanoutSpeedP99 = ceiling.lastP99Ms / relay.lastP99Ms;
@@ -403,11 +420,19 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
         verdict: N >= 10_000 ? (relay.lastP99Ms < 1000 ? 'met' : 'missed') : 'n/a',
       },
       encodingTarget(relay),
+      {
+        // Not a target: the same speed for a server that is the ceiling's exact twin, so how far it lies from
+        // 1.00 in this run is how far the rounds' noise alone moves the speeds above.
+        target: "the measure's own spread: fan-out speed of a bare grpc-js server identical to the ceiling, same rounds (p50 / p99)",
+        value: `${fmt(ceiling.lastP50Ms / twinS.lastP50Ms, 2)} / ${fmt(ceiling.lastP99Ms / twinS.lastP99Ms, 2)}`,
+        verdict: 'n/a',
+      },
     ],
     data: {
       ...common,
       relay,
       ceiling: { lastP50Ms: ceiling.lastP50Ms, lastP99Ms: ceiling.lastP99Ms, cpuMsPer1k: ceiling.cpuMsPer1k },
+      ceilingTwin: { lastP50Ms: twinS.lastP50Ms, lastP99Ms: twinS.lastP99Ms, cpuMsPer1k: twinS.cpuMsPer1k },
       ...(profile
         ? { profile, profileWindows: delta.windows.get('relay'), ceilingProfile, ceilingProfileWindows: delta.windows.get('ceiling') }
         : {}),
