@@ -26,6 +26,7 @@ import { cpuSettled, nowUs, sleep } from '../lib/proc';
 import { GenPool, metricValue, startCeiling, startRelay, type CeilingProc, type RelayProc } from '../lib/servers';
 import { FANOUT_SPEED, SOTW_FANOUT_SPEED, atLeast } from '../lib/targets';
 import { fmt, fmtRatio, max, median, percentile } from '../lib/stats';
+import { balancedOrder } from '../lib/order';
 import { logProfile, profileIn, type ProfileSummary, type ProfileWindow } from '../lib/cpuprofile';
 
 const MEMBERS = 4;
@@ -124,9 +125,10 @@ interface Phase {
 }
 
 /**
- * Rounds over `targets`, one change each per round, the order rotated every
- * round so no server always follows the same one. Round numbers continue from
- * `firstRound` (they must grow within a load-generator group).
+ * Rounds over `targets`, one change each per round, in an order that lets
+ * each server come right after each other one equally often (balancedOrder).
+ * Round numbers continue from `firstRound` (they must grow within a
+ * load-generator group).
  */
 export async function interleave(
   ctx: BenchContext,
@@ -140,7 +142,7 @@ export async function interleave(
   const windows = new Map<TargetKey, Window[]>(targets.map((t) => [t.key, []]));
   let round = firstRound;
   for (let r = 0; r < warmup + rounds; r++) {
-    const order = targets.map((_, i) => targets[(i + r) % targets.length]!);
+    const order = balancedOrder(targets.length, r).map((i) => targets[i]!);
     for (const t of order) {
       round++;
       // Every server settled after its previous round, so it is idle now; this read is the baseline.
