@@ -228,8 +228,8 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
   // identical servers' figures lie apart is the measure's own spread, against which the relay's is read.
   const twin = await startCeiling('grpc');
   ctx.defer(() => twin.stop());
-  // Encoding per client has a server of its own too: while the ceiling's process also took those rounds, its
-  // identical twin ran at 0.88–0.95 of its speed at p50 (four runs), at 1.01–1.02 once they were apart (two).
+  // Encoding per client has a server of its own too: while the ceiling's process also took those rounds, it ran
+  // its own rounds faster than its identical twin (bench/HISTORY.md); like the relay, it serves only its own.
   const perClientCeil = await startCeiling('grpc');
   ctx.defer(() => perClientCeil.stop());
   const h2 = await startCeiling('h2');
