@@ -177,14 +177,28 @@ export async function interleave(
   return { records, windows, lastRound: round };
 }
 
-/** The bare grpc-js server writing one pre-encoded response to every stream per round. */
-export function ceilingTarget(ceil: CeilingProc, name: string, payloadBytes: number): Target {
+/** Which bare server a ceiling target is, and whether it encodes per client. */
+interface BareRole {
+  key: TargetKey;
+  label: string;
+  group: string;
+  perClient: boolean;
+}
+
+const CEILING_ROLE: BareRole = { key: 'ceiling', label: 'bare grpc-js, one encoding', group: 'ceil', perClient: false };
+
+/**
+ * A bare server (ceiling/server.ts) writing one pre-encoded response to every
+ * stream per round: by default the ceiling, else the server `role` names.
+ */
+export function ceilingTarget(ceil: CeilingProc, name: string, payloadBytes: number, role: BareRole = CEILING_ROLE): Target {
+  const { key, label, group, perClient } = role;
   return {
-    key: 'ceiling',
-    label: 'bare grpc-js, one encoding',
-    group: 'ceil',
+    key,
+    label,
+    group,
     pid: ceil.pid,
-    fire: (t0Us, round) => ceil.rpc.call({ cmd: 'fire', t0Us, round, name, payloadBytes, perClient: false }),
+    fire: (t0Us, round) => ceil.rpc.call({ cmd: 'fire', t0Us, round, name, payloadBytes, perClient }),
   };
 }
 
@@ -240,20 +254,8 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
   const targets: Target[] = [
     ceilingTarget(ceil, ceilName, payloadBytes),
     relayTarget(relayA, origin, 'A', MEMBERS),
-    {
-      key: 'ceilingTwin',
-      label: 'bare grpc-js, one encoding (a second, identical server)',
-      group: 'twin',
-      pid: twin.pid,
-      fire: (t0Us, round) => twin.rpc.call({ cmd: 'fire', t0Us, round, name: ceilName, payloadBytes, perClient: false }),
-    },
-    {
-      key: 'h2',
-      label: 'raw node:http2',
-      group: 'h2',
-      pid: h2.pid,
-      fire: (t0Us, round) => h2.rpc.call({ cmd: 'fire', t0Us, round, name: ceilName, payloadBytes, perClient: false }),
-    },
+    ceilingTarget(twin, ceilName, payloadBytes, { key: 'ceilingTwin', label: 'bare grpc-js, one encoding (a second, identical server)', group: 'twin', perClient: false }),
+    ceilingTarget(h2, ceilName, payloadBytes, { key: 'h2', label: 'raw node:http2', group: 'h2', perClient: false }),
     {
       key: 'noshare',
       label: 'relay --no-share-responses',
@@ -262,14 +264,10 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
       relay: relayB,
       fire: async (t0Us, round) => origin.change([fanMember('B', round % MEMBERS)], stampedVersion(t0Us, round)),
     },
-    {
-      key: 'ceilingPerClient',
-      label: 'bare grpc-js, encoding per client',
-      group: 'pc',
-      pid: perClientCeil.pid,
-      fire: (t0Us, round) => perClientCeil.rpc.call({ cmd: 'fire', t0Us, round, name: ceilName, payloadBytes, perClient: true }),
-    },
+    ceilingTarget(perClientCeil, ceilName, payloadBytes, { key: 'ceilingPerClient', label: 'bare grpc-js, encoding per client', group: 'pc', perClient: true }),
   ];
+  /** The bare servers of this phase, by load-generator group. */
+  const bare: ReadonlyArray<readonly [string, CeilingProc]> = [['ceil', ceil], ['twin', twin], ['pc', perClientCeil], ['h2', h2]];
 
   // Connect N clients to each server (one stream per connection, like N Envoys or N gRPC channels).
   const connect = async (
@@ -295,10 +293,7 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
   };
   const ceilingReady = (c: typeof ceil, protocol: AdsProtocol) => async (): Promise<boolean> =>
     (await c.rpc.call<{ requested: number }>({ cmd: 'ready', protocol })).requested >= N;
-  await connect('ceil', ceil.port, { kind: 'same', names: [fanGlob('C')], expect: 0 }, 'delta', ceilingReady(ceil, 'delta'));
-  await connect('twin', twin.port, { kind: 'same', names: [fanGlob('C')], expect: 0 }, 'delta', ceilingReady(twin, 'delta'));
-  await connect('pc', perClientCeil.port, { kind: 'same', names: [fanGlob('C')], expect: 0 }, 'delta', ceilingReady(perClientCeil, 'delta'));
-  await connect('h2', h2.port, { kind: 'same', names: [fanGlob('C')], expect: 0 }, 'delta', ceilingReady(h2, 'delta'));
+  for (const [group, c] of bare) await connect(group, c.port, { kind: 'same', names: [fanGlob('C')], expect: 0 }, 'delta', ceilingReady(c, 'delta'));
   await connect('relay', relayA.port, { kind: 'same', names: [fanGlob('A')], expect: MEMBERS }, 'delta', undefined);
   await connect('noshare', relayB.port, { kind: 'same', names: [fanGlob('B')], expect: MEMBERS }, 'delta', undefined);
   await sleep(500);
@@ -315,8 +310,8 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
   const noshare = S.get('noshare')!;
 
   // The delta servers and their clients go before the SotW phase: they would hold memory and sockets on both cores.
-  for (const g of ['relay', 'noshare', 'ceil', 'twin', 'pc', 'h2']) await gens.close(g);
-  await Promise.all([relayA.stop(), relayB.stop(), ceil.stop(), twin.stop(), perClientCeil.stop(), h2.stop(), origin.stop()]);
+  for (const t of targets) await gens.close(t.group);
+  await Promise.all([relayA.stop(), relayB.stop(), ...bare.map(([, c]) => c.stop()), origin.stop()]);
   await sleep(500);
 
   let profile: ProfileSummary | undefined;
@@ -390,7 +385,7 @@ export async function runFanout(ctx: BenchContext): Promise<ScenarioResult[]> {
 
   const common = { N, rounds, payloadBytes, loadgenProcesses: gens.gens.length, clientsAck: ctx.ack };
   const line = (s: TargetSummary): string => `p50 ${fmt(s.lastP50Ms)} / p99 ${fmt(s.lastP99Ms)} ms, CPU ${fmt(s.cpuMsPer1k)} ms/1k`;
-  const genShares = [ceiling, twinS, h2s, relay, noshare].map((s) => s.genCpuShare);
+  const genShares = targets.map((t) => S.get(t.key)!.genCpuShare);
   const speedTargets = (speedP50: number, speedP99: number | undefined, bound: number): ScenarioResult['targets'] => [
     atLeast('fan-out speed, of the ceiling (p50)', speedP50, bound),
     ...(speedP99 === undefined ? [] : [atLeast('fan-out speed, of the ceiling (p99)', speedP99, bound)]),
